@@ -1,0 +1,68 @@
+# Everything a maintainer runs. `make test` and `make demo` work on a fresh machine:
+# they create .venv/ (Python 3.13, the Lambda runtime) and install the pinned dependencies.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv
+BIN := $(VENV)/bin
+DEPS := $(VENV)/.deps
+STAMP := $(VENV)/.installed
+# The venv's bin first, so that tools (and `sam build`) find python3.13 there.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+# sam and cfn-lint read templates offline; they need a region but no credentials.
+TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
+
+.PHONY: help venv lint format typecheck unit integration template test emulator lock clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(DEPS): requirements-dev.txt
+	@python=$$(scripts/find-python) && echo "Creating $(VENV) with $$python" && \
+	  rm -rf $(VENV) && "$$python" -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	@touch $@
+
+$(STAMP): $(DEPS) pyproject.toml
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+venv: $(STAMP) ## Create .venv/ with the pinned dependencies
+
+lint: $(STAMP) ## ruff (lint and format check) and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP) ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+unit: $(STAMP) ## Unit tests (no sockets)
+	$(BIN)/pytest -q tests/unit
+
+integration: $(STAMP) ## Integration tests (emulator and moto server on 127.0.0.1)
+	$(BIN)/pytest -q tests/integration
+
+template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
+	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
+	$(TOOL_ENV) $(BIN)/cfn-lint template.yaml
+
+test: lint template ## Every check: lint, types, template, unit and integration tests
+	$(BIN)/pytest -q tests
+
+emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
+	$(BIN)/cms-emulator --port $${PORT:-0}
+
+lock: ## Re-resolve requirements-dev.txt from the top-level development dependencies
+	@python=$$(scripts/find-python) && rm -rf /tmp/cmstoken-lock && "$$python" -m venv /tmp/cmstoken-lock
+	/tmp/cmstoken-lock/bin/pip install --quiet -r requirements-dev.in
+	( echo '# Pinned development and test environment (Python 3.13). Regenerate with `make lock`.'; \
+	  /tmp/cmstoken-lock/bin/pip freeze --exclude-editable ) > requirements-dev.txt
+
+clean: ## Remove the virtual environment, build output and caches
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

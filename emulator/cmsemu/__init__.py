@@ -1,0 +1,1 @@
+"""Emulator of the Cluster Management Service API and its identity provider, for tests and demos."""

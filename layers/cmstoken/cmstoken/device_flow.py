@@ -1,0 +1,145 @@
+"""The OAuth 2.0 device authorization flow (RFC 8628, service-api.md sections 5 and 7).
+
+``start_device_authorization`` runs steps 1 and 2 (provider information, device code).
+``DevicePoller`` runs step 4: it polls at the interval counted from the arrival of the previous
+response, adds 5 s for this and every later poll after ``slow_down``, stops at the code's expiry,
+and can stop early at a deadline with its schedule intact, so that a caller with a time budget (a
+Lambda invocation) can persist the schedule and carry on later without polling too fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .clock import Clock, to_iso
+from .errors import (
+    AuthorizationPendingError,
+    ExpiredTokenError,
+    SlowDownError,
+    TransientError,
+)
+from .identity import IdentityClient
+from .models import DeviceAuthorization, ProviderInfo, RawTokens
+from .service import ServiceClient
+
+logger = logging.getLogger(__name__)
+
+SLOW_DOWN_STEP = 5
+# Do not start a poll whose answer could arrive after the caller's deadline.
+MIN_POLL_BUDGET = 1.0
+
+
+@dataclass
+class PollSchedule:
+    """When the next poll may be sent, at what interval, and when the code expires."""
+
+    interval: int
+    next_poll_at: float
+    expires_at: float
+
+    @classmethod
+    def first(cls, authorization: DeviceAuthorization) -> PollSchedule:
+        """The schedule right after the device code arrived: first poll one interval later."""
+        return cls(
+            interval=authorization.interval,
+            next_poll_at=authorization.received_at + authorization.interval,
+            expires_at=authorization.expires_at,
+        )
+
+
+@dataclass(frozen=True)
+class StartedAuthorization:
+    """Steps 1 and 2 done: the provider, the client id in use and the device code response."""
+
+    provider: ProviderInfo
+    client_id: str
+    authorization: DeviceAuthorization
+
+
+def start_device_authorization(service: ServiceClient, *, free_trial: bool) -> StartedAuthorization:
+    """Fetch the provider information and request a device code with its scope and audience,
+    using ``freetrialClientId`` when ``free_trial`` is set."""
+    provider = service.provider_info()
+    client_id = provider.client_id_for(free_trial)
+    identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
+    authorization = identity.request_device_code(
+        client_id=client_id, scope=provider.scope, audience=provider.audience
+    )
+    return StartedAuthorization(provider=provider, client_id=client_id, authorization=authorization)
+
+
+class DevicePoller:
+    """Polls the token endpoint for one device code until it yields tokens or ends.
+
+    ``run`` returns the tokens, returns ``None`` when ``stop_at`` comes first (the schedule is
+    then the one to resume with), or raises: ``ExpiredTokenError`` when the code expired (start
+    again), ``AccessDeniedError`` when the user refused, another ``TerminalError``, or the last
+    ``TransientError`` after ``max_transient_failures`` failures in a row.
+    """
+
+    def __init__(
+        self,
+        identity: IdentityClient,
+        *,
+        client_id: str,
+        device_code: str,
+        schedule: PollSchedule,
+        clock: Clock,
+        max_transient_failures: int = 5,
+    ) -> None:
+        self.identity = identity
+        self.client_id = client_id
+        self._device_code = device_code
+        self.schedule = schedule
+        self.clock = clock
+        self.max_transient_failures = max_transient_failures
+        self.polls = 0
+
+    def run(self, *, stop_at: float | None = None) -> RawTokens | None:
+        """Poll until done or until ``stop_at`` (epoch seconds); see the class docstring."""
+        failures = 0
+        schedule = self.schedule
+        while True:
+            now = self.clock.now()
+            poll_at = max(now, schedule.next_poll_at)
+            if poll_at >= schedule.expires_at:
+                if stop_at is not None and stop_at < schedule.expires_at:
+                    return None
+                self.clock.sleep(schedule.expires_at - now)
+                raise ExpiredTokenError(
+                    f"device_token: the code expired at {to_iso(schedule.expires_at)} before it "
+                    "was authorized; start the flow again",
+                    endpoint="device_token",
+                    code="expired_token",
+                )
+            if stop_at is not None and poll_at + MIN_POLL_BUDGET > stop_at:
+                return None
+            self.clock.sleep(poll_at - now)
+            read_timeout = None if stop_at is None else stop_at - self.clock.now()
+            self.polls += 1
+            try:
+                return self.identity.poll_device_token(
+                    client_id=self.client_id,
+                    device_code=self._device_code,
+                    read_timeout=read_timeout,
+                )
+            except AuthorizationPendingError:
+                failures = 0
+                schedule.next_poll_at = self.clock.now() + schedule.interval
+                logger.debug("authorization pending", extra={"interval": schedule.interval})
+            except SlowDownError:
+                failures = 0
+                schedule.interval += SLOW_DOWN_STEP
+                schedule.next_poll_at = self.clock.now() + schedule.interval
+                logger.info("polling slowed down", extra={"interval": schedule.interval})
+            except TransientError as exc:
+                failures += 1
+                if failures >= self.max_transient_failures:
+                    raise
+                wait = max(float(schedule.interval), exc.retry_after or 0.0)
+                schedule.next_poll_at = self.clock.now() + wait
+                logger.warning(
+                    "poll failed, retrying",
+                    extra={"error": str(exc), "failures": failures, "wait_seconds": wait},
+                )

@@ -1,0 +1,299 @@
+"""The two secret documents (SPEC section 3): the private refresh credential and the published
+service token, as JSON strings with ISO 8601 UTC times and a schema version.
+
+Parsing is strict (types, required fields, known status values, no newer schema) and raises
+``DocumentError`` naming the field, never its value. Fields this version does not know are kept
+in ``extra`` and written back unchanged, so that no writer drops what another one owns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .clock import parse_iso, to_iso
+from .errors import DocumentError
+
+SCHEMA_VERSION = 1
+STATUS_ACTIVE = "active"
+STATUS_REAUTHORIZATION_REQUIRED = "reauthorization_required"
+TOKEN_TYPE = "Bearer"  # noqa: S105 -- the scheme's name, not a secret
+CREDENTIAL_STATUSES = frozenset({STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED})
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Reader:
+    """Typed access to one JSON object, with errors that name the document and the field."""
+
+    def __init__(self, document: Mapping[str, Any], where: str) -> None:
+        self.document = document
+        self.where = where
+
+    def fail(self, problem: str) -> DocumentError:
+        return DocumentError(f"{self.where}: {problem}")
+
+    def text(self, key: str) -> str:
+        value = self.document.get(key)
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"field {key!r} must be a non-empty string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        return None if self.document.get(key) is None else self.text(key)
+
+    def time(self, key: str) -> float:
+        text = self.text(key)
+        try:
+            return parse_iso(text)
+        except ValueError as exc:
+            raise self.fail(f"field {key!r} must be an ISO 8601 UTC time") from exc
+
+    def optional_time(self, key: str) -> float | None:
+        return None if self.document.get(key) is None else self.time(key)
+
+    def integer(self, key: str) -> int:
+        value = self.document.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"field {key!r} must be a whole number")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.document.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(f"field {key!r} must be true or false")
+        return value
+
+
+def _load(text: str | bytes, where: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"{where}: not valid JSON") from exc
+    if not isinstance(document, dict):
+        raise DocumentError(f"{where}: expected a JSON object")
+    version = document.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise DocumentError(f"{where}: field 'schema_version' must be a positive whole number")
+    if version > SCHEMA_VERSION:
+        raise DocumentError(
+            f"{where}: written by a newer version of this product (schema {version}, this one "
+            f"reads up to {SCHEMA_VERSION}); upgrade the stack"
+        )
+    return document
+
+
+def _dump(fields: dict[str, Any], extra: Mapping[str, Any]) -> str:
+    merged = {**extra, **fields, "schema_version": SCHEMA_VERSION}
+    return json.dumps(merged, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class PendingAuthorization:
+    """A device authorization started by the bootstrap and not finished yet."""
+
+    device_code: str = field(repr=False)
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    client_id: str
+    issuer_url: str
+    free_trial: bool
+    interval: int
+    started_at: float
+    expires_at: float
+    next_poll_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored under ``pending``."""
+        return {
+            "device_code": self.device_code,
+            "user_code": self.user_code,
+            "verification_uri": self.verification_uri,
+            "verification_uri_complete": self.verification_uri_complete,
+            "client_id": self.client_id,
+            "issuer_url": self.issuer_url,
+            "free_trial": self.free_trial,
+            "interval": self.interval,
+            "started_at": to_iso(self.started_at),
+            "expires_at": to_iso(self.expires_at),
+            "next_poll_at": to_iso(self.next_poll_at),
+        }
+
+    @classmethod
+    def from_dict(cls, document: Any) -> PendingAuthorization:
+        """Parse the ``pending`` object of the refresh credential document."""
+        if not isinstance(document, dict):
+            raise DocumentError("refresh credential: field 'pending' must be an object")
+        read = _Reader(document, "refresh credential pending authorization")
+        interval = read.integer("interval")
+        if interval < 1:
+            raise read.fail("field 'interval' must be at least 1")
+        return cls(
+            device_code=read.text("device_code"),
+            user_code=read.text("user_code"),
+            verification_uri=read.text("verification_uri"),
+            verification_uri_complete=read.text("verification_uri_complete"),
+            client_id=read.text("client_id"),
+            issuer_url=read.text("issuer_url"),
+            free_trial=read.boolean("free_trial", False),
+            interval=interval,
+            started_at=read.time("started_at"),
+            expires_at=read.time("expires_at"),
+            next_poll_at=read.time("next_poll_at"),
+        )
+
+
+@dataclass(frozen=True)
+class RefreshCredential:
+    """The long-lived credential: the newest refresh token and what is known about its family."""
+
+    refresh_token: str = field(repr=False)
+    client_id: str
+    issuer_url: str
+    status: str
+    authorized_at: float
+    refreshed_at: float
+    reauthorize_by: float | None
+    free_trial: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status not in CREDENTIAL_STATUSES:
+            raise DocumentError(
+                f"refresh credential: field 'status' must be one of {sorted(CREDENTIAL_STATUSES)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The credential's top-level fields of the refresh credential document."""
+        return {
+            "refresh_token": self.refresh_token,
+            "client_id": self.client_id,
+            "issuer_url": self.issuer_url,
+            "status": self.status,
+            "authorized_at": to_iso(self.authorized_at),
+            "refreshed_at": to_iso(self.refreshed_at),
+            "reauthorize_by": None if self.reauthorize_by is None else to_iso(self.reauthorize_by),
+            "free_trial": self.free_trial,
+        }
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> RefreshCredential:
+        """Parse the credential's fields from the top level of the document."""
+        read = _Reader(document, "refresh credential")
+        return cls(
+            refresh_token=read.text("refresh_token"),
+            client_id=read.text("client_id"),
+            issuer_url=read.text("issuer_url"),
+            status=read.text("status"),
+            authorized_at=read.time("authorized_at"),
+            refreshed_at=read.time("refreshed_at"),
+            reauthorize_by=read.optional_time("reauthorize_by"),
+            free_trial=read.boolean("free_trial", False),
+        )
+
+
+_CREDENTIAL_KEYS = frozenset(
+    {
+        "refresh_token",
+        "client_id",
+        "issuer_url",
+        "status",
+        "authorized_at",
+        "refreshed_at",
+        "reauthorize_by",
+        "free_trial",
+    }
+)
+
+
+@dataclass(frozen=True)
+class RefreshSecret:
+    """The whole private document: the credential (once bootstrapped), the pending device
+    authorization (while one runs), and every field another writer or version owns."""
+
+    credential: RefreshCredential | None = None
+    pending: PendingAuthorization | None = None
+    extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
+
+    def to_json(self) -> str:
+        """The ``SecretString`` to store."""
+        fields: dict[str, Any] = {}
+        if self.credential is not None:
+            fields.update(self.credential.to_dict())
+        if self.pending is not None:
+            fields["pending"] = self.pending.to_dict()
+        extra = {
+            key: value
+            for key, value in self.extra.items()
+            if key not in _CREDENTIAL_KEYS and key != "pending"
+        }
+        return _dump(fields, extra)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RefreshSecret:
+        """Parse a stored ``SecretString``; without ``refresh_token`` there is no credential."""
+        document = _load(text, "refresh credential")
+        credential = RefreshCredential.from_dict(document) if "refresh_token" in document else None
+        pending = document.get("pending")
+        extra = {
+            key: value
+            for key, value in document.items()
+            if key not in _CREDENTIAL_KEYS and key not in ("pending", "schema_version")
+        }
+        return cls(
+            credential=credential,
+            pending=None if pending is None else PendingAuthorization.from_dict(pending),
+            extra=MappingProxyType(extra),
+        )
+
+
+_SERVICE_TOKEN_KEYS = frozenset({"token", "token_type", "expires_at", "api_url", "issued_at"})
+
+
+@dataclass(frozen=True)
+class ServiceTokenDocument:
+    """The published document consumers read: a verified service token and where to use it."""
+
+    token: str = field(repr=False)
+    expires_at: float
+    api_url: str
+    issued_at: float
+    extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
+
+    def to_json(self) -> str:
+        """The ``SecretString`` to store."""
+        extra = {k: v for k, v in self.extra.items() if k not in _SERVICE_TOKEN_KEYS}
+        return _dump(
+            {
+                "token": self.token,
+                "token_type": TOKEN_TYPE,
+                "expires_at": to_iso(self.expires_at),
+                "api_url": self.api_url,
+                "issued_at": to_iso(self.issued_at),
+            },
+            extra,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ServiceTokenDocument:
+        """Parse a stored ``SecretString``."""
+        document = _load(text, "service token")
+        read = _Reader(document, "service token")
+        if read.text("token_type") != TOKEN_TYPE:
+            raise read.fail(f"field 'token_type' must be {TOKEN_TYPE!r}")
+        return cls(
+            token=read.text("token"),
+            expires_at=read.time("expires_at"),
+            api_url=read.text("api_url"),
+            issued_at=read.time("issued_at"),
+            extra=MappingProxyType(
+                {
+                    k: v
+                    for k, v in document.items()
+                    if k not in _SERVICE_TOKEN_KEYS and k != "schema_version"
+                }
+            ),
+        )

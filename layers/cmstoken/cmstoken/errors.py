@@ -1,0 +1,133 @@
+"""The project's exception types: one taxonomy that every caller can act on.
+
+- ``TerminalError``: repeating the same request cannot succeed. ``CredentialRejectedError``
+  (``invalid_grant``, ``invalid_client``) means a human must authorize again.
+- ``TransientError``: the upstream may answer differently later (5xx, 429, timeouts, connection
+  errors, garbled bodies); ``retry_after`` carries the upstream's own wait hint when it gave one.
+- ``PollAgainError``: the device flow is still going (``authorization_pending``, ``slow_down``).
+
+Messages never contain a token, a refresh token or a device code.
+"""
+
+from __future__ import annotations
+
+
+class CmsTokenError(Exception):
+    """Base class of every error this package raises."""
+
+
+class ConfigurationError(CmsTokenError):
+    """A setting or argument is invalid (bad URL, missing variable, out-of-range number)."""
+
+
+class DocumentError(CmsTokenError):
+    """A stored secret document is not one this version can read."""
+
+
+class UpstreamError(CmsTokenError):
+    """An upstream call failed.
+
+    ``endpoint`` names the call (``refresh``, ``exchange``...), ``status`` is the HTTP status
+    when a response arrived, and ``code`` the upstream's error code (``invalid_grant``...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        status: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.endpoint = endpoint
+        self.status = status
+        self.code = code
+
+
+class TerminalError(UpstreamError):
+    """Retrying the same request will not help."""
+
+
+class CredentialRejectedError(TerminalError):
+    """The refresh token or client is no longer accepted: a new device authorization is needed."""
+
+
+class InvalidGrantError(CredentialRejectedError):
+    """``invalid_grant``: unknown, expired, revoked or reused refresh token or device code."""
+
+
+class InvalidClientError(CredentialRejectedError):
+    """``invalid_client`` / ``unauthorized_client``: the client id is not accepted."""
+
+
+class AccessDeniedError(TerminalError):
+    """``access_denied``: the user cancelled, or the request is not allowed."""
+
+
+class ExpiredTokenError(TerminalError):
+    """``expired_token``: the device code expired before the user authorized it."""
+
+
+class TokenRefusedError(TerminalError):
+    """The service answered 401 or 403: the bearer token is not accepted."""
+
+
+class RequestRejectedError(TerminalError):
+    """Any other 4xx: the request itself is wrong (a bug or an upstream change)."""
+
+
+class TransientError(UpstreamError):
+    """The upstream may succeed later.
+
+    ``retry_after`` is the upstream's wait hint in seconds (``Retry-After`` or
+    ``X-RateLimit-Reset``), if any. ``outcome_unknown`` is True when the request may have been
+    acted on although no usable answer arrived (read timeout, dropped connection, garbled body).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        status: int | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+        outcome_unknown: bool = False,
+    ) -> None:
+        super().__init__(message, endpoint=endpoint, status=status, code=code)
+        self.retry_after = retry_after
+        self.outcome_unknown = outcome_unknown
+
+
+class ServerError(TransientError):
+    """HTTP 5xx, or an OAuth ``server_error`` / ``temporarily_unavailable``."""
+
+
+class RateLimitedError(TransientError):
+    """HTTP 429 (other than the device flow's ``slow_down``)."""
+
+
+class UpstreamTimeoutError(TransientError):
+    """No answer within the timeout."""
+
+
+class UpstreamConnectionError(TransientError):
+    """The connection failed or was dropped."""
+
+
+class MalformedResponseError(TransientError):
+    """A response arrived but is not what the API specifies (not JSON, fields missing, too big)."""
+
+
+class PollAgainError(UpstreamError):
+    """The device flow has not finished yet; keep polling."""
+
+
+class AuthorizationPendingError(PollAgainError):
+    """``authorization_pending``: the user has not authorized yet."""
+
+
+class SlowDownError(PollAgainError):
+    """``slow_down``: poll less often (the interval grows by 5 seconds)."""

@@ -1,0 +1,84 @@
+"""Client of the identity provider: device code, device-token poll, refresh (endpoints 2, 3, 5)."""
+
+from __future__ import annotations
+
+from .clock import Clock, SystemClock
+from .http import HttpTransport, validate_url
+from .models import DeviceAuthorization, RawTokens
+from .responses import json_object, oauth_error
+
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+class IdentityClient:
+    """Calls the identity provider at ``issuer_url`` (https, or http on a loopback host)."""
+
+    def __init__(
+        self,
+        issuer_url: str,
+        *,
+        transport: HttpTransport | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.issuer_url = validate_url(issuer_url, what="issuer URL")
+        self.transport = transport or HttpTransport()
+        self.clock = clock or SystemClock()
+
+    def request_device_code(
+        self, *, client_id: str, scope: str, audience: str
+    ) -> DeviceAuthorization:
+        """Start a device authorization (endpoint 2)."""
+        response = self.transport.request(
+            "POST",
+            f"{self.issuer_url}/oauth/device/code",
+            endpoint="device_code",
+            form={"client_id": client_id, "scope": scope, "audience": audience},
+        )
+        now = self.clock.now()
+        if response.status != 200:
+            raise oauth_error(response, endpoint="device_code", now=now)
+        document = json_object(response, endpoint="device_code")
+        return DeviceAuthorization.parse(document, received_at=now)
+
+    def poll_device_token(
+        self, *, client_id: str, device_code: str, read_timeout: float | None = None
+    ) -> RawTokens:
+        """Poll once for the tokens of a device authorization (endpoint 3).
+
+        Raises ``AuthorizationPendingError`` or ``SlowDownError`` while the user has not
+        finished, and a ``TerminalError`` (expired, denied, invalid) when the flow is over.
+        """
+        return self._token_request(
+            "device_token",
+            {"grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id},
+            secret=device_code,
+            read_timeout=read_timeout,
+        )
+
+    def refresh(
+        self, *, client_id: str, refresh_token: str, read_timeout: float | None = None
+    ) -> RawTokens:
+        """Trade a refresh token for new tokens (endpoint 5). The one sent is void afterwards:
+        keep the ``refresh_token`` of the answer."""
+        return self._token_request(
+            "refresh",
+            {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": refresh_token},
+            secret=refresh_token,
+            read_timeout=read_timeout,
+        )
+
+    def _token_request(
+        self, endpoint: str, form: dict[str, str], *, secret: str, read_timeout: float | None
+    ) -> RawTokens:
+        response = self.transport.request(
+            "POST",
+            f"{self.issuer_url}/oauth/token",
+            endpoint=endpoint,
+            form=form,
+            read_timeout=read_timeout,
+        )
+        now = self.clock.now()
+        if response.status != 200:
+            raise oauth_error(response, endpoint=endpoint, now=now, secrets=(secret,))
+        document = json_object(response, endpoint=endpoint)
+        return RawTokens.parse(document, received_at=now, endpoint=endpoint)

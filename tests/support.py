@@ -1,0 +1,115 @@
+"""Test helpers shared by unit and integration tests: a controllable clock and a scripted
+transport that answers with prepared responses instead of opening sockets."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from requests.structures import CaseInsensitiveDict
+
+from cmstoken.errors import CmsTokenError
+from cmstoken.http import HttpResponse, HttpTransport
+
+
+class FakeClock:
+    """A clock that only moves when told to, or when something sleeps on it."""
+
+    def __init__(self, start: float = 1_795_000_000.0) -> None:
+        self.current = start
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.current
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if seconds > 0:
+            self.current += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.current += seconds
+
+
+def response(
+    status: int = 200,
+    body: Any = None,
+    *,
+    raw: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    content_type: str = "application/json",
+) -> HttpResponse:
+    """An ``HttpResponse`` with a JSON body (or ``raw`` bytes)."""
+    all_headers = CaseInsensitiveDict({"Content-Type": content_type, **(headers or {})})
+    data = raw if raw is not None else json.dumps(body).encode()
+    return HttpResponse(status=status, headers=all_headers, body=data)
+
+
+@dataclass
+class SentRequest:
+    method: str
+    url: str
+    endpoint: str
+    form: Mapping[str, str] | None
+    json_body: Any
+    headers: Mapping[str, str] | None
+    read_timeout: float | None
+    at: float
+
+
+Answer = HttpResponse | CmsTokenError | Callable[[SentRequest], HttpResponse]
+
+
+@dataclass
+class ScriptedTransport(HttpTransport):
+    """An ``HttpTransport`` that answers from a script, one entry per request, in order.
+
+    An entry is a response, an error to raise, or a function of the request. ``latency``
+    seconds pass on ``clock`` for every request, as on a real network.
+    """
+
+    script: list[Answer] = field(default_factory=list)
+    clock: FakeClock | None = None
+    latency: float = 0.0
+    sent: list[SentRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        endpoint: str,
+        form: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> HttpResponse:
+        at = self.clock.now() if self.clock else 0.0
+        request = SentRequest(method, url, endpoint, form, json_body, headers, read_timeout, at)
+        self.sent.append(request)
+        if not self.script:
+            raise AssertionError(f"unexpected request to {endpoint} ({method} {url})")
+        answer = self.script.pop(0)
+        if self.clock:
+            self.clock.advance(self.latency)
+        if isinstance(answer, CmsTokenError):
+            raise answer
+        if isinstance(answer, HttpResponse):
+            return answer
+        return answer(request)
+
+
+def make_jwt(claims: object) -> str:
+    """An unsigned-looking JWT with the given payload (for parsing tests only)."""
+
+    def part(value: object) -> str:
+        raw = json.dumps(value).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"

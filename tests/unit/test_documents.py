@@ -1,0 +1,205 @@
+"""The two secret documents: strict parsing, round trips, and fields of other writers kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cmstoken.documents import (
+    SCHEMA_VERSION,
+    STATUS_ACTIVE,
+    STATUS_REAUTHORIZATION_REQUIRED,
+    PendingAuthorization,
+    RefreshCredential,
+    RefreshSecret,
+    ServiceTokenDocument,
+)
+from cmstoken.errors import DocumentError
+
+REFRESH_TOKEN = "v1.refresh-token-secret-0123456789"
+DEVICE_CODE = "device-code-secret-0123456789"
+SERVICE_TOKEN = "eyJservice.token.secret"
+
+CREDENTIAL = RefreshCredential(
+    refresh_token=REFRESH_TOKEN,
+    client_id="client-abc",
+    issuer_url="https://login.example.com",
+    status=STATUS_ACTIVE,
+    authorized_at=1_795_000_000,
+    refreshed_at=1_795_086_400,
+    reauthorize_by=1_797_592_000,
+)
+PENDING = PendingAuthorization(
+    device_code=DEVICE_CODE,
+    user_code="HHHJ-MMSZ",
+    verification_uri="https://login.example.com/activate",
+    verification_uri_complete="https://login.example.com/activate?user_code=HHHJ-MMSZ",
+    client_id="client-trial",
+    issuer_url="https://login.example.com",
+    free_trial=True,
+    interval=10,
+    started_at=1_795_100_000,
+    expires_at=1_795_100_900,
+    next_poll_at=1_795_100_010,
+)
+
+
+def test_refresh_document_has_the_spec_fields_at_top_level() -> None:
+    document = json.loads(RefreshSecret(credential=CREDENTIAL).to_json())
+    assert document == {
+        "schema_version": SCHEMA_VERSION,
+        "refresh_token": REFRESH_TOKEN,
+        "client_id": "client-abc",
+        "issuer_url": "https://login.example.com",
+        "status": "active",
+        "authorized_at": "2026-11-18T11:06:40Z",
+        "refreshed_at": "2026-11-19T11:06:40Z",
+        "reauthorize_by": "2026-12-18T11:06:40Z",
+        "free_trial": False,
+    }
+
+
+def test_refresh_document_round_trips_with_pending_and_foreign_fields() -> None:
+    stored = json.loads(RefreshSecret(credential=CREDENTIAL, pending=PENDING).to_json())
+    stored["pending_exchange"] = {"owner": "a later version"}
+    parsed = RefreshSecret.from_json(json.dumps(stored))
+    assert parsed.credential == CREDENTIAL
+    assert parsed.pending == PENDING
+    assert parsed.extra == {"pending_exchange": {"owner": "a later version"}}
+    assert json.loads(parsed.to_json()) == stored
+
+
+def test_replacing_the_credential_keeps_pending_and_foreign_fields() -> None:
+    original = RefreshSecret(credential=CREDENTIAL, pending=PENDING, extra={"x": 1})
+    updated = RefreshSecret(
+        credential=RefreshCredential(
+            refresh_token="v1.next-token-0123456789",
+            client_id=CREDENTIAL.client_id,
+            issuer_url=CREDENTIAL.issuer_url,
+            status=STATUS_ACTIVE,
+            authorized_at=CREDENTIAL.authorized_at,
+            refreshed_at=CREDENTIAL.refreshed_at + 3600,
+            reauthorize_by=CREDENTIAL.reauthorize_by,
+        ),
+        pending=original.pending,
+        extra=original.extra,
+    )
+    parsed = RefreshSecret.from_json(updated.to_json())
+    assert parsed.pending == PENDING
+    assert parsed.extra == {"x": 1}
+
+
+def test_pending_only_document_has_no_credential() -> None:
+    parsed = RefreshSecret.from_json(RefreshSecret(pending=PENDING).to_json())
+    assert parsed.credential is None
+    assert parsed.pending == PENDING
+
+
+def test_reauthorize_by_may_be_null() -> None:
+    document = json.loads(RefreshSecret(credential=CREDENTIAL).to_json())
+    document["reauthorize_by"] = None
+    assert RefreshSecret.from_json(json.dumps(document)).credential is not None
+
+
+def test_secrets_stay_out_of_repr() -> None:
+    text = repr(RefreshSecret(credential=CREDENTIAL, pending=PENDING))
+    assert REFRESH_TOKEN not in text
+    assert DEVICE_CODE not in text
+    service = ServiceTokenDocument(
+        token=SERVICE_TOKEN, expires_at=1, api_url="https://api.example.com/api", issued_at=0
+    )
+    assert SERVICE_TOKEN not in repr(service)
+
+
+def valid_refresh_document() -> dict[str, object]:
+    return json.loads(RefreshSecret(credential=CREDENTIAL, pending=PENDING).to_json())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"schema_version": None}, "schema_version"),
+        ({"schema_version": "1"}, "schema_version"),
+        ({"schema_version": SCHEMA_VERSION + 1}, "newer version"),
+        ({"status": "paused"}, "status"),
+        ({"status": None}, "status"),
+        ({"client_id": ""}, "client_id"),
+        ({"issuer_url": 5}, "issuer_url"),
+        ({"authorized_at": "yesterday"}, "authorized_at"),
+        ({"refreshed_at": "2026-11-22T04:00:00"}, "refreshed_at"),
+        ({"reauthorize_by": 12}, "reauthorize_by"),
+        ({"free_trial": "yes"}, "free_trial"),
+        ({"pending": "soon"}, "pending"),
+        ({"pending": {"user_code": "HHHJ-MMSZ"}}, "pending authorization"),
+    ],
+)
+def test_refresh_document_parsing_is_strict(change: dict[str, object], problem: str) -> None:
+    document = {**valid_refresh_document(), **change}
+    with pytest.raises(DocumentError, match=problem) as info:
+        RefreshSecret.from_json(json.dumps(document))
+    assert REFRESH_TOKEN not in str(info.value)
+    assert DEVICE_CODE not in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '"x"', "null"])
+def test_refresh_document_must_be_a_json_object(text: str) -> None:
+    with pytest.raises(DocumentError):
+        RefreshSecret.from_json(text)
+
+
+def test_constructing_a_credential_with_an_unknown_status_fails() -> None:
+    with pytest.raises(DocumentError, match="status"):
+        RefreshCredential(
+            refresh_token="x" * 10,
+            client_id="c",
+            issuer_url="https://i",
+            status="broken",
+            authorized_at=0,
+            refreshed_at=0,
+            reauthorize_by=None,
+        )
+    assert STATUS_REAUTHORIZATION_REQUIRED == "reauthorization_required"
+
+
+def test_service_token_document_round_trips() -> None:
+    document = ServiceTokenDocument(
+        token=SERVICE_TOKEN,
+        expires_at=1_795_086_400,
+        api_url="https://api.example.com/api",
+        issued_at=1_795_000_000,
+    )
+    stored = json.loads(document.to_json())
+    assert stored == {
+        "schema_version": SCHEMA_VERSION,
+        "token": SERVICE_TOKEN,
+        "token_type": "Bearer",
+        "expires_at": "2026-11-19T11:06:40Z",
+        "api_url": "https://api.example.com/api",
+        "issued_at": "2026-11-18T11:06:40Z",
+    }
+    assert ServiceTokenDocument.from_json(document.to_json()) == document
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"token": None}, "token"),
+        ({"token_type": "MAC"}, "token_type"),
+        ({"expires_at": 1795086400}, "expires_at"),
+        ({"api_url": ""}, "api_url"),
+    ],
+)
+def test_service_token_document_parsing_is_strict(change: dict[str, object], problem: str) -> None:
+    document = {
+        "schema_version": 1,
+        "token": SERVICE_TOKEN,
+        "token_type": "Bearer",
+        "expires_at": "2026-11-19T11:06:40Z",
+        "api_url": "https://api.example.com/api",
+        "issued_at": "2026-11-18T11:06:40Z",
+        **change,
+    }
+    with pytest.raises(DocumentError, match=problem) as info:
+        ServiceTokenDocument.from_json(json.dumps(document))
+    assert SERVICE_TOKEN not in str(info.value)
