@@ -113,3 +113,32 @@ def make_jwt(claims: object) -> str:
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+class EmulatorClock:
+    """A clock that is the emulator's: sleeping moves the emulator's time instead of waiting.
+
+    ``at(seconds, action)`` runs ``action`` once the clock has moved that far from its creation
+    (an approval arriving while a poller waits, for example).
+    """
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self.start = emulator.now()
+        self.sleeps: list[float] = []
+        self._actions: list[tuple[float, Callable[[], None]]] = []
+
+    def now(self) -> float:
+        return float(self.emulator.now())
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if seconds > 0:
+            self.emulator.advance(seconds)
+        due = [item for item in self._actions if item[0] <= self.now() - self.start]
+        for item in due:
+            self._actions.remove(item)
+            item[1]()
+
+    def at(self, seconds: float, action: Callable[[], None]) -> None:
+        self._actions.append((seconds, action))

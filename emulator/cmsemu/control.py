@@ -1,0 +1,84 @@
+"""The HTTP control API under /_emulator/, for standalone and demo use (no secrets shown)."""
+
+from collections.abc import Callable
+from typing import Any
+
+from cmsemu.request import Request
+from cmsemu.responses import Response, json_response
+from cmsemu.state import State
+
+PREFIX = "/_emulator/"
+
+
+def _body(request: Request) -> dict[str, Any]:
+    payload = request.json() if request.body else {}
+    if not isinstance(payload, dict):
+        raise ValueError("the body must be a JSON object")
+    return payload
+
+
+def _set_status(status: str) -> Callable[[State, dict[str, Any]], object]:
+    def command(state: State, body: dict[str, Any]) -> object:
+        state.devices.set_status(str(body.get("user_code", "")), status)
+        return {"ok": True}
+
+    return command
+
+
+def _advance(state: State, body: dict[str, Any]) -> object:
+    state.clock.advance(float(body.get("seconds", 0)))
+    return {"now": state.now()}
+
+
+def _inject(state: State, body: dict[str, Any]) -> object:
+    params = dict(body)
+    endpoint, kind = str(params.pop("endpoint", "")), str(params.pop("fault", ""))
+    state.faults.add(endpoint, kind, int(params.pop("times", 1)), params)
+    return {"ok": True}
+
+
+def _clear_faults(state: State, body: dict[str, Any]) -> object:
+    state.faults.clear()
+    return {"ok": True}
+
+
+def _state(state: State, body: dict[str, Any]) -> object:
+    now = state.now()
+    return {
+        "now": now,
+        "counts": dict(state.counts),
+        "pending_user_codes": state.devices.pending_user_codes(now),
+    }
+
+
+def _reset(state: State, body: dict[str, Any]) -> object:
+    state.reset()
+    return {"ok": True}
+
+
+COMMANDS: dict[str, dict[str, Callable[[State, dict[str, Any]], object]]] = {
+    "approve": {"POST": _set_status("approved")},
+    "deny": {"POST": _set_status("denied")},
+    "advance": {"POST": _advance},
+    "faults": {"POST": _inject, "DELETE": _clear_faults},
+    "state": {"GET": _state},
+    "reset": {"POST": _reset},
+}
+
+
+def handle(state: State, request: Request) -> Response:
+    """Run one control command; errors are {"error": message}."""
+    methods = COMMANDS.get(request.path.removeprefix(PREFIX))
+    if methods is None:
+        return json_response(404, {"error": "unknown control command"}, error="not_found")
+    command = methods.get(request.method)
+    if command is None:
+        response = json_response(405, {"error": "method not allowed"}, error="method_not_allowed")
+        response.headers["Allow"] = ", ".join(methods)
+        return response
+    try:
+        return json_response(200, command(state, _body(request)))
+    except KeyError:
+        return json_response(404, {"error": "unknown user_code"}, error="unknown_user_code")
+    except (TypeError, ValueError) as exc:
+        return json_response(400, {"error": str(exc)}, error="invalid_request")

@@ -1,0 +1,77 @@
+"""Bounded retries with exponential back-off that honour the upstream's wait hint and a deadline."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .clock import Clock
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry.
+
+    ``attempts`` counts the first call. The wait before retry ``n`` is the error's
+    ``retry_after`` when it has one, else ``base_delay * 2**(n-1)`` capped at ``max_delay``, with
+    jitter down to half of that. A hint longer than ``max_retry_after`` is not waited for: the
+    error is raised, so that the platform retries later instead of a function idling.
+    """
+
+    attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+
+    def backoff(self, retry: int, jitter: float) -> float:
+        """The wait before retry number ``retry`` (1-based) when no hint was given."""
+        delay: float = min(self.max_delay, self.base_delay * 2.0 ** (retry - 1))
+        return delay * (0.5 + 0.5 * jitter)
+
+
+def call_with_retries[T](
+    operation: Callable[[], T],
+    *,
+    retry_on: tuple[type[BaseException], ...],
+    policy: RetryPolicy,
+    clock: Clock,
+    deadline: float | None = None,
+    description: str = "call",
+    jitter: Callable[[], float] = random.random,
+) -> T:
+    """Run ``operation``, retrying errors of the ``retry_on`` types under ``policy``.
+
+    No retry starts unless its wait ends before ``deadline`` (epoch seconds); the last error is
+    raised when the attempts, the deadline or a too-long hint rule out another try.
+    """
+    retry = 0
+    while True:
+        try:
+            return operation()
+        except retry_on as exc:
+            retry += 1
+            if retry >= policy.attempts:
+                raise
+            hint = getattr(exc, "retry_after", None)
+            if isinstance(hint, int | float):
+                if hint > policy.max_retry_after:
+                    raise
+                wait = float(hint)
+            else:
+                wait = policy.backoff(retry, jitter())
+            if deadline is not None and clock.now() + wait >= deadline:
+                raise
+            logger.warning(
+                "retrying after a transient error",
+                extra={
+                    "operation": description,
+                    "error": type(exc).__name__,
+                    "retry": retry,
+                    "wait_seconds": round(wait, 3),
+                },
+            )
+            clock.sleep(wait)
