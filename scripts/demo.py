@@ -18,8 +18,7 @@ import requests
 
 from cmsemu import Emulator, EmulatorConfig
 from cmstoken.clock import SystemClock, to_iso
-from cmstoken.device_flow import DevicePoller, PollSchedule, start_device_authorization
-from cmstoken.identity import IdentityClient
+from cmstoken.device_flow import start_device_authorization
 from cmstoken.redaction import fingerprint
 from cmstoken.service import ServiceClient
 
@@ -64,14 +63,7 @@ def main() -> int:
         else:
             print("  approving automatically through the activation pages", file=sys.stderr)
             approve_in_browser_pages(authorization.verification_uri_complete)
-        identity = IdentityClient(started.provider.issuer_url, transport=service.transport)
-        poller = DevicePoller(
-            identity,
-            client_id=started.client_id,
-            device_code=authorization.device_code,
-            schedule=PollSchedule.first(authorization),
-            clock=clock,
-        )
+        poller = started.poller()
         tokens = poller.run()
         assert tokens is not None
         rows.append(("authorized", f"after {poller.polls} poll(s); scope {tokens.scope}"))
@@ -81,7 +73,9 @@ def main() -> int:
         rows.append(("service token", f"expires {to_iso(service_token.expires_at)}"))
         projects = service.list_projects(service_token.token)
         rows.append(("projects", ", ".join(p.project_id for p in projects)))
-        rotated = identity.refresh(client_id=started.client_id, refresh_token=tokens.refresh_token)
+        rotated = started.identity.refresh(
+            client_id=started.client_id, refresh_token=tokens.refresh_token
+        )
         rows.append(
             (
                 "refresh rotated",

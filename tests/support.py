@@ -14,6 +14,31 @@ from requests.structures import CaseInsensitiveDict
 from cmstoken.errors import CmsTokenError
 from cmstoken.http import HttpResponse, HttpTransport
 
+# Sample upstream documents, shaped as service-api.md section 2 and SPEC section 2 describe.
+PROVIDER_DOCUMENT: dict[str, Any] = {
+    "clientId": "client-abc",
+    "freetrialClientId": "client-trial",
+    "issuerUri": "https://login.example.com/",
+    "scope": "openid profile email offline_access",
+    "audience": "https://api.example.com/api",
+}
+DEVICE_DOCUMENT: dict[str, Any] = {
+    "device_code": "device-code-secret-0123456789",
+    "user_code": "HHHJ-MMSZ",
+    "verification_uri": "https://login.example.com/activate",
+    "verification_uri_complete": "https://login.example.com/activate?user_code=HHHJ-MMSZ",
+    "expires_in": 900,
+    "interval": 5,
+}
+TOKENS_DOCUMENT: dict[str, Any] = {
+    "access_token": "eyJ.access.token",
+    "id_token": "eyJ.id.token",
+    "refresh_token": "v1.refresh-secret-0123456789",
+    "scope": "openid profile email offline_access",
+    "expires_in": 86400,
+    "token_type": "Bearer",
+}
+
 
 class FakeClock:
     """A clock that only moves when told to, or when something sleeps on it."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.device_flow import DevicePoller, PollSchedule, start_device_authorization
+from cmstoken.device_flow import PollSchedule, start_device_authorization
 from cmstoken.errors import (
     AccessDeniedError,
     AuthorizationPendingError,
@@ -59,14 +59,7 @@ def authorize(up: Upstream, *, free_trial: bool = False, approve_after: float = 
     started = start_device_authorization(up.service, free_trial=free_trial)
     code = started.authorization.user_code
     up.clock.at(approve_after, lambda: up.emulator.approve(code))
-    poller = DevicePoller(
-        IdentityClient(started.provider.issuer_url, transport=up.service.transport, clock=up.clock),
-        client_id=started.client_id,
-        device_code=started.authorization.device_code,
-        schedule=PollSchedule.first(started.authorization),
-        clock=up.clock,
-    )
-    tokens = poller.run()
+    tokens = started.poller().run()
     assert tokens is not None
     return tokens
 
@@ -110,13 +103,7 @@ def test_slow_down_grows_the_interval_by_five_seconds_and_the_flow_still_succeed
         )
     schedule = PollSchedule.first(started.authorization)
     schedule.next_poll_at = upstream.clock.now() + 2
-    poller = DevicePoller(
-        upstream.identity,
-        client_id=started.client_id,
-        device_code=started.authorization.device_code,
-        schedule=schedule,
-        clock=upstream.clock,
-    )
+    poller = started.poller(schedule)
     assert poller.run() is not None
     polls = [r for r in upstream.emulator.requests if r.endpoint == "device_token"]
     assert [r.error for r in polls[:3]] == [
@@ -147,13 +134,7 @@ def test_expired_token_from_the_server_tells_the_user_to_start_again(upstream: U
 
 def test_poller_stops_at_expires_in_without_polling_past_it(upstream: Upstream) -> None:
     started = start_device_authorization(upstream.service, free_trial=False)
-    poller = DevicePoller(
-        upstream.identity,
-        client_id=started.client_id,
-        device_code=started.authorization.device_code,
-        schedule=PollSchedule.first(started.authorization),
-        clock=upstream.clock,
-    )
+    poller = started.poller()
     with pytest.raises(ExpiredTokenError, match="start the flow again"):
         poller.run()
     assert upstream.emulator.counts["device_token"] == 179  # polls at 5, 10, ... 895 s
@@ -163,13 +144,7 @@ def test_poller_stops_at_expires_in_without_polling_past_it(upstream: Upstream) 
 def test_access_denied_ends_the_flow(upstream: Upstream) -> None:
     started = start_device_authorization(upstream.service, free_trial=False)
     upstream.clock.at(7, lambda: upstream.emulator.deny(started.authorization.user_code))
-    poller = DevicePoller(
-        upstream.identity,
-        client_id=started.client_id,
-        device_code=started.authorization.device_code,
-        schedule=PollSchedule.first(started.authorization),
-        clock=upstream.clock,
-    )
+    poller = started.poller()
     with pytest.raises(AccessDeniedError, match="denied"):
         poller.run()
     assert upstream.emulator.counts["device_token"] == 2
@@ -471,13 +446,7 @@ def test_no_token_refresh_token_or_device_code_reaches_the_logs(
     code = started.authorization.user_code
     upstream.clock.at(11, lambda: upstream.emulator.approve(code))
     upstream.emulator.inject("device_token", "status", status=503)
-    poller = DevicePoller(
-        upstream.identity,
-        client_id=started.client_id,
-        device_code=started.authorization.device_code,
-        schedule=PollSchedule.first(started.authorization),
-        clock=upstream.clock,
-    )
+    poller = started.poller()
     tokens = poller.run()
     assert tokens is not None
     secrets += [tokens.access_token, tokens.refresh_token, tokens.id_token or ""]

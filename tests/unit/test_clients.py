@@ -15,29 +15,23 @@ from cmstoken.errors import (
 )
 from cmstoken.identity import IdentityClient
 from cmstoken.service import ServiceClient
-from support import Answer, FakeClock, ScriptedTransport, make_jwt, response
+from support import (
+    DEVICE_DOCUMENT,
+    PROVIDER_DOCUMENT,
+    TOKENS_DOCUMENT,
+    Answer,
+    FakeClock,
+    ScriptedTransport,
+    make_jwt,
+    response,
+)
 
-PROVIDER = {
-    "clientId": "client-abc",
-    "freetrialClientId": "client-trial",
-    "issuerUri": "https://login.example.com/",
-    "scope": "openid profile email offline_access",
-    "audience": "https://api.example.com/api",
-}
-DEVICE = {
-    "device_code": "device-code-secret-0123456789",
-    "user_code": "HHHJ-MMSZ",
-    "verification_uri": "https://login.example.com/activate",
-    "verification_uri_complete": "https://login.example.com/activate?user_code=HHHJ-MMSZ",
-    "expires_in": 900,
-    "interval": 5,
-}
+PROVIDER = PROVIDER_DOCUMENT
+DEVICE = DEVICE_DOCUMENT
 TOKENS = {
-    "access_token": "eyJ.access.token",
+    **TOKENS_DOCUMENT,
     "refresh_token": "v1.rotated-refresh-0123456789",
     "scope": "openid offline_access",
-    "expires_in": 86400,
-    "token_type": "Bearer",
 }
 
 

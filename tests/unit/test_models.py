@@ -14,30 +14,11 @@ from cmstoken.models import (
     RawTokens,
     parse_project_listing,
 )
+from support import DEVICE_DOCUMENT, PROVIDER_DOCUMENT, TOKENS_DOCUMENT
 
-PROVIDER = {
-    "clientId": "client-abc",
-    "freetrialClientId": "client-trial",
-    "issuerUri": "https://login.example.com/",
-    "scope": "openid profile email offline_access",
-    "audience": "https://api.example.com/api",
-}
-DEVICE = {
-    "device_code": "device-code-secret-0123456789",
-    "user_code": "HHHJ-MMSZ",
-    "verification_uri": "https://login.example.com/activate",
-    "verification_uri_complete": "https://login.example.com/activate?user_code=HHHJ-MMSZ",
-    "expires_in": 900,
-    "interval": 5,
-}
-TOKENS = {
-    "access_token": "eyJ.access.token",
-    "id_token": "eyJ.id.token",
-    "refresh_token": "v1.refresh-secret-0123456789",
-    "scope": "openid profile email offline_access",
-    "expires_in": 86400,
-    "token_type": "Bearer",
-}
+PROVIDER = PROVIDER_DOCUMENT
+DEVICE = DEVICE_DOCUMENT
+TOKENS = TOKENS_DOCUMENT
 PROJECT = {
     "projectId": "prj_0123456789abcdef",
     "projectName": "Default",

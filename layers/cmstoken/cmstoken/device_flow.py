@@ -50,11 +50,23 @@ class PollSchedule:
 
 @dataclass(frozen=True)
 class StartedAuthorization:
-    """Steps 1 and 2 done: the provider, the client id in use and the device code response."""
+    """Steps 1 and 2 done: the provider, the client id in use, the device code response and a
+    client of the provider's identity service."""
 
     provider: ProviderInfo
     client_id: str
     authorization: DeviceAuthorization
+    identity: IdentityClient
+
+    def poller(self, schedule: PollSchedule | None = None) -> DevicePoller:
+        """A poller for this authorization, first poll one interval after the code arrived."""
+        return DevicePoller(
+            self.identity,
+            client_id=self.client_id,
+            device_code=self.authorization.device_code,
+            schedule=schedule or PollSchedule.first(self.authorization),
+            clock=self.identity.clock,
+        )
 
 
 def start_device_authorization(service: ServiceClient, *, free_trial: bool) -> StartedAuthorization:
@@ -66,7 +78,9 @@ def start_device_authorization(service: ServiceClient, *, free_trial: bool) -> S
     authorization = identity.request_device_code(
         client_id=client_id, scope=provider.scope, audience=provider.audience
     )
-    return StartedAuthorization(provider=provider, client_id=client_id, authorization=authorization)
+    return StartedAuthorization(
+        provider=provider, client_id=client_id, authorization=authorization, identity=identity
+    )
 
 
 class DevicePoller:
