@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,3 +169,55 @@ class EmulatorClock:
 
     def at(self, seconds: float, action: Callable[[], None]) -> None:
         self._actions.append((seconds, action))
+
+
+_LOADING = threading.Lock()
+
+
+def load_handler(function: str) -> Any:
+    """The ``lambda_handler`` of ``functions/<function>/app.py`` (both files are named app.py,
+    so each is loaded under its own module name)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "functions" / function / "app.py"
+    name = f"{function}_app"
+    with _LOADING:
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None
+            assert spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+    return sys.modules[name].lambda_handler
+
+
+def load_event(name: str) -> Any:
+    """A sample event from ``events/<name>.json``."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "events" / f"{name}.json"
+    return json.loads(path.read_text())
+
+
+def emitted_metrics(output: str) -> dict[str, list[float]]:
+    """Metric values by name from the embedded-metric-format documents in captured output."""
+    values: dict[str, list[float]] = {}
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            document = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(document, dict) or "_aws" not in document:
+            continue
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = document[metric["Name"]]
+                values.setdefault(metric["Name"], []).extend(
+                    value if isinstance(value, list) else [value]
+                )
+    return values

@@ -134,8 +134,6 @@ class Handler(BaseHTTPRequestHandler):
             response: Response | None = self._error(route, 413, "request body too large")
         else:
             response = self._respond(route, request, endpoint, credential)
-        if response is not None:
-            self._write(response)
         record = RequestRecord(
             endpoint=endpoint,
             method=self.command,
@@ -146,8 +144,10 @@ class Handler(BaseHTTPRequestHandler):
             error=response.error if response else None,
             credential=fingerprint(credential),
         )
-        with state.lock:
+        with state.lock:  # logged before answering, so a client that got its answer sees it
             state.records.append(record)
+        if response is not None:
+            self._write(response)
 
     def _read_body(self) -> tuple[bytes, bool]:
         """Return the body and whether it exceeded the cap (then drained, not kept)."""

@@ -10,7 +10,9 @@ from cmstoken.documents import (
     SCHEMA_VERSION,
     STATUS_ACTIVE,
     STATUS_REAUTHORIZATION_REQUIRED,
+    Lease,
     PendingAuthorization,
+    RawAccessToken,
     RefreshCredential,
     RefreshSecret,
     ServiceTokenDocument,
@@ -177,6 +179,9 @@ def test_service_token_document_round_trips() -> None:
         "expires_at": "2026-11-19T11:06:40Z",
         "api_url": "https://api.example.com/api",
         "issued_at": "2026-11-18T11:06:40Z",
+        "refreshed_at": None,
+        "reauthorize_by": None,
+        "credential_status": "active",
     }
     assert ServiceTokenDocument.from_json(document.to_json()) == document
 
@@ -188,6 +193,8 @@ def test_service_token_document_round_trips() -> None:
         ({"token_type": "MAC"}, "token_type"),
         ({"expires_at": 1795086400}, "expires_at"),
         ({"api_url": ""}, "api_url"),
+        ({"credential_status": "paused"}, "credential_status"),
+        ({"refreshed_at": "noon"}, "refreshed_at"),
     ],
 )
 def test_service_token_document_parsing_is_strict(change: dict[str, object], problem: str) -> None:
@@ -203,3 +210,32 @@ def test_service_token_document_parsing_is_strict(change: dict[str, object], pro
     with pytest.raises(DocumentError, match=problem) as info:
         ServiceTokenDocument.from_json(json.dumps(document))
     assert SERVICE_TOKEN not in str(info.value)
+
+
+def test_lease_and_raw_access_token_round_trip_and_stay_out_of_repr() -> None:
+    secret = RefreshSecret(
+        credential=CREDENTIAL,
+        lease=Lease(owner="request-1", expires_at=1_795_000_300),
+        raw_access_token=RawAccessToken(token="eyJraw.access.secret", expires_at=1_795_086_400),
+    )
+    stored = json.loads(secret.to_json())
+    assert stored["lease"] == {"owner": "request-1", "expires_at": "2026-11-18T11:11:40Z"}
+    assert stored["raw_access_token"]["token"] == "eyJraw.access.secret"
+    assert RefreshSecret.from_json(secret.to_json()) == secret
+    assert "eyJraw" not in repr(secret)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"lease": "mine"}, "lease"),
+        ({"lease": {"owner": "x"}}, "expires_at"),
+        ({"raw_access_token": {"token": ""}}, "token"),
+    ],
+)
+def test_lease_and_raw_access_token_parsing_is_strict(
+    change: dict[str, object], problem: str
+) -> None:
+    document = {**valid_refresh_document(), **change}
+    with pytest.raises(DocumentError, match=problem):
+        RefreshSecret.from_json(json.dumps(document))

@@ -86,6 +86,10 @@ def _load(text: str | bytes, where: str) -> dict[str, Any]:
     return document
 
 
+def _optional_iso(epoch: float | None) -> str | None:
+    return None if epoch is None else to_iso(epoch)
+
+
 def _dump(fields: dict[str, Any], extra: Mapping[str, Any]) -> str:
     merged = {**extra, **fields, "schema_version": SCHEMA_VERSION}
     return json.dumps(merged, sort_keys=True, separators=(",", ":"))
@@ -175,7 +179,7 @@ class RefreshCredential:
             "status": self.status,
             "authorized_at": to_iso(self.authorized_at),
             "refreshed_at": to_iso(self.refreshed_at),
-            "reauthorize_by": None if self.reauthorize_by is None else to_iso(self.reauthorize_by),
+            "reauthorize_by": _optional_iso(self.reauthorize_by),
             "free_trial": self.free_trial,
         }
 
@@ -195,6 +199,47 @@ class RefreshCredential:
         )
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A rotator's claim on the credential: nobody else refreshes it until ``expires_at``."""
+
+    owner: str
+    expires_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored under ``lease``."""
+        return {"owner": self.owner, "expires_at": to_iso(self.expires_at)}
+
+    @classmethod
+    def from_dict(cls, document: Any) -> Lease:
+        """Parse the ``lease`` object."""
+        if not isinstance(document, dict):
+            raise DocumentError("refresh credential: field 'lease' must be an object")
+        read = _Reader(document, "refresh credential lease")
+        return cls(owner=read.text("owner"), expires_at=read.time("expires_at"))
+
+
+@dataclass(frozen=True)
+class RawAccessToken:
+    """The raw access token of the newest refresh, kept until it has been exchanged, so that a
+    failed exchange is retried without spending another refresh."""
+
+    token: str = field(repr=False)
+    expires_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored under ``raw_access_token``."""
+        return {"token": self.token, "expires_at": to_iso(self.expires_at)}
+
+    @classmethod
+    def from_dict(cls, document: Any) -> RawAccessToken:
+        """Parse the ``raw_access_token`` object."""
+        if not isinstance(document, dict):
+            raise DocumentError("refresh credential: field 'raw_access_token' must be an object")
+        read = _Reader(document, "refresh credential raw access token")
+        return cls(token=read.text("token"), expires_at=read.time("expires_at"))
+
+
 _CREDENTIAL_KEYS = frozenset(
     {
         "refresh_token",
@@ -209,13 +254,19 @@ _CREDENTIAL_KEYS = frozenset(
 )
 
 
+_SECTION_KEYS = frozenset({"pending", "lease", "raw_access_token", "schema_version"})
+
+
 @dataclass(frozen=True)
 class RefreshSecret:
     """The whole private document: the credential (once bootstrapped), the pending device
-    authorization (while one runs), and every field another writer or version owns."""
+    authorization (while one runs), a rotator's lease, the raw access token not yet exchanged,
+    and every field another writer or version owns."""
 
     credential: RefreshCredential | None = None
     pending: PendingAuthorization | None = None
+    lease: Lease | None = None
+    raw_access_token: RawAccessToken | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
     def to_json(self) -> str:
@@ -223,12 +274,17 @@ class RefreshSecret:
         fields: dict[str, Any] = {}
         if self.credential is not None:
             fields.update(self.credential.to_dict())
-        if self.pending is not None:
-            fields["pending"] = self.pending.to_dict()
+        for key, section in (
+            ("pending", self.pending),
+            ("lease", self.lease),
+            ("raw_access_token", self.raw_access_token),
+        ):
+            if section is not None:
+                fields[key] = section.to_dict()
         extra = {
             key: value
             for key, value in self.extra.items()
-            if key not in _CREDENTIAL_KEYS and key != "pending"
+            if key not in _CREDENTIAL_KEYS and key not in _SECTION_KEYS
         }
         return _dump(fields, extra)
 
@@ -238,29 +294,51 @@ class RefreshSecret:
         document = _load(text, "refresh credential")
         credential = RefreshCredential.from_dict(document) if "refresh_token" in document else None
         pending = document.get("pending")
+        lease = document.get("lease")
+        raw = document.get("raw_access_token")
         extra = {
             key: value
             for key, value in document.items()
-            if key not in _CREDENTIAL_KEYS and key not in ("pending", "schema_version")
+            if key not in _CREDENTIAL_KEYS and key not in _SECTION_KEYS
         }
         return cls(
             credential=credential,
             pending=None if pending is None else PendingAuthorization.from_dict(pending),
+            lease=None if lease is None else Lease.from_dict(lease),
+            raw_access_token=None if raw is None else RawAccessToken.from_dict(raw),
             extra=MappingProxyType(extra),
         )
 
 
-_SERVICE_TOKEN_KEYS = frozenset({"token", "token_type", "expires_at", "api_url", "issued_at"})
+_SERVICE_TOKEN_KEYS = frozenset(
+    {
+        "token",
+        "token_type",
+        "expires_at",
+        "api_url",
+        "issued_at",
+        "refreshed_at",
+        "reauthorize_by",
+        "credential_status",
+    }
+)
 
 
 @dataclass(frozen=True)
 class ServiceTokenDocument:
-    """The published document consumers read: a verified service token and where to use it."""
+    """The published document consumers read: a verified service token and where to use it.
+
+    ``refreshed_at``, ``reauthorize_by`` and ``credential_status`` copy the credential's
+    metadata (no secret), so that a scheduled check needs to read this one secret only.
+    """
 
     token: str = field(repr=False)
     expires_at: float
     api_url: str
     issued_at: float
+    refreshed_at: float | None = None
+    reauthorize_by: float | None = None
+    credential_status: str = STATUS_ACTIVE
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
     def to_json(self) -> str:
@@ -273,6 +351,9 @@ class ServiceTokenDocument:
                 "expires_at": to_iso(self.expires_at),
                 "api_url": self.api_url,
                 "issued_at": to_iso(self.issued_at),
+                "refreshed_at": _optional_iso(self.refreshed_at),
+                "reauthorize_by": _optional_iso(self.reauthorize_by),
+                "credential_status": self.credential_status,
             },
             extra,
         )
@@ -284,11 +365,19 @@ class ServiceTokenDocument:
         read = _Reader(document, "service token")
         if read.text("token_type") != TOKEN_TYPE:
             raise read.fail(f"field 'token_type' must be {TOKEN_TYPE!r}")
+        status = read.optional_text("credential_status") or STATUS_ACTIVE
+        if status not in CREDENTIAL_STATUSES:
+            raise read.fail(
+                f"field 'credential_status' must be one of {sorted(CREDENTIAL_STATUSES)}"
+            )
         return cls(
             token=read.text("token"),
             expires_at=read.time("expires_at"),
             api_url=read.text("api_url"),
             issued_at=read.time("issued_at"),
+            refreshed_at=read.optional_time("refreshed_at"),
+            reauthorize_by=read.optional_time("reauthorize_by"),
+            credential_status=status,
             extra=MappingProxyType(
                 {
                     k: v

@@ -131,3 +131,43 @@ class AuthorizationPendingError(PollAgainError):
 
 class SlowDownError(PollAgainError):
     """``slow_down``: poll less often (the interval grows by 5 seconds)."""
+
+
+class StoreError(CmsTokenError):
+    """A Secrets Manager call failed. ``code`` is the AWS error code, when there is one."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class StoreUnavailableError(StoreError):
+    """Throttling, an AWS-side error, or no connection: the same call may succeed later."""
+
+
+class StoreAccessError(StoreError):
+    """The secret cannot be used: missing, access denied, key not usable, or being deleted."""
+
+
+class VersionConflictError(StoreError):
+    """Another writer created the version this write would have created: re-read and decide."""
+
+
+class RotationError(CmsTokenError):
+    """The rotator could not finish; the message says why and what to do."""
+
+
+class NotBootstrappedError(RotationError):
+    """The refresh credential secret holds no credential: run the bootstrap."""
+
+
+class ReauthorizationRequiredError(RotationError):
+    """The identity provider refused the refresh credential: a person must authorize again."""
+
+
+class VerificationFailedError(RotationError):
+    """The new service token was refused by the project listing; the old one stays published."""
+
+
+class InsufficientTimeError(RotationError):
+    """Too little of the invocation is left to refresh safely; the platform retries later."""

@@ -1,0 +1,34 @@
+"""Rotator function: keeps a fresh, verified service token published (SPEC sections 3 and 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from cmstoken import runtime
+from cmstoken.errors import CmsTokenError
+from cmstoken.observability import logger, metrics, record_freshness, record_rotation
+from cmstoken.rotation import Rotator
+from cmstoken.triggers import RotationRequest
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    """Scheduled run, ``{"force": true}``, or a ``Service Token Refresh Requested`` event."""
+    deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
+    rotator: Rotator | None = None
+    try:
+        request = RotationRequest.from_event(event)
+        rotator = runtime.rotator(owner=context.aws_request_id)
+        result = rotator.run(request, deadline=deadline)
+    except CmsTokenError as exc:
+        logger.error("rotation failed", extra={"error": str(exc), "kind": type(exc).__name__})
+        record_rotation(None, exc)
+        raise
+    finally:
+        if rotator is not None:
+            record_freshness(rotator, runtime.CLOCK)
+    record_rotation(result.outcome, None)
+    return result.to_dict()

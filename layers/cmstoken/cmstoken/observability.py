@@ -1,0 +1,85 @@
+"""Powertools Logger and Metrics, created once and shared by the handlers.
+
+The library logs through the standard ``cmstoken.*`` loggers; here they are given the Powertools
+handler, so that every line is structured JSON with the invocation's context. Metrics use the
+embedded metric format, namespace from ``POWERTOOLS_METRICS_NAMESPACE``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from .clock import Clock
+from .errors import CmsTokenError, NotBootstrappedError, ReauthorizationRequiredError
+from .rotation import OUTCOME_REAUTHORIZATION_REQUIRED, OUTCOME_ROTATED, OUTCOME_SKIPPED, Rotator
+
+logger = Logger()
+metrics = Metrics()
+
+
+def route_library_logs() -> None:
+    """Send the library's ``cmstoken.*`` log records through the Powertools handler."""
+    library = logging.getLogger("cmstoken")
+    handler = logger.registered_handler
+    if library.name == logger.name or handler in library.handlers:
+        return  # the Powertools logger is the library's logger, or already routed
+    library.handlers = [handler]
+    library.setLevel(logger.log_level)
+    library.propagate = False
+
+
+route_library_logs()
+
+
+def _count(name: str, value: bool) -> None:
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=1 if value else 0)
+
+
+def record_rotation(outcome: str | None, error: CmsTokenError | None) -> None:
+    """The run's outcome counters: exactly one of them is 1 on every run."""
+    _count("RotationSucceeded", outcome == OUTCOME_ROTATED)
+    _count("RotationSkipped", outcome == OUTCOME_SKIPPED)
+    _count("RotationFailed", error is not None)
+    _count(
+        "ReauthorizationRequired",
+        outcome == OUTCOME_REAUTHORIZATION_REQUIRED
+        or isinstance(error, ReauthorizationRequiredError),
+    )
+    _count("NotBootstrapped", isinstance(error, NotBootstrappedError))
+
+
+def record_freshness(rotator: Rotator, clock: Clock) -> None:
+    """Gauges from what the run saw: seconds to the service token's expiry, to the assumed end of
+    the refresh family, and the refresh token's age."""
+    now = clock.now()
+    published = rotator.published
+    credential = rotator.credential
+    if published is not None:
+        metrics.add_metric(
+            name="ServiceTokenSecondsToExpiry",
+            unit=MetricUnit.Seconds,
+            value=round(published.expires_at - now),
+        )
+    reauthorize_by = (
+        credential.reauthorize_by
+        if credential is not None
+        else (published.reauthorize_by if published is not None else None)
+    )
+    if reauthorize_by is not None:
+        metrics.add_metric(
+            name="SecondsUntilReauthorization",
+            unit=MetricUnit.Seconds,
+            value=round(reauthorize_by - now),
+        )
+    refreshed_at = (
+        credential.refreshed_at
+        if credential is not None
+        else (published.refreshed_at if published is not None else None)
+    )
+    if refreshed_at is not None:
+        metrics.add_metric(
+            name="RefreshTokenAgeSeconds", unit=MetricUnit.Seconds, value=round(now - refreshed_at)
+        )

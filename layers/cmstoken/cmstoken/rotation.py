@@ -1,0 +1,515 @@
+"""Rotation: keep a fresh, verified service token published without ever losing the credential.
+
+One run, in order (SPEC section 4):
+
+1. Read the published service token document. Not due (fresh, or a forced run within the
+   debounce interval): stop here, one AWS call, no upstream call.
+2. Read the refresh credential. Not bootstrapped: fail. Reauthorization required: report it
+   without calling the identity provider.
+3. If the newest refresh already produced a raw access token that was never published (a crash or
+   a failed exchange after the refresh was stored), exchange that one: no refresh is spent.
+4. Otherwise claim the credential (a lease written as the version that replaces the one read, so
+   a second writer that read the same version is refused), check that enough of the invocation
+   is left, refresh, and store the rotated refresh token and the raw access token before anything
+   else, retrying the write until just before the deadline.
+5. Exchange, verify with a project listing, and only then publish the new service token.
+
+``invalid_grant`` / ``invalid_client`` re-read the credential first: a changed refresh token
+means another writer won a race (the run starts over); an unchanged one is marked
+``reauthorization_required``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .clock import Clock, to_iso
+from .documents import (
+    STATUS_ACTIVE,
+    STATUS_REAUTHORIZATION_REQUIRED,
+    Lease,
+    RawAccessToken,
+    RefreshCredential,
+    RefreshSecret,
+    ServiceTokenDocument,
+)
+from .errors import (
+    CredentialRejectedError,
+    DocumentError,
+    InsufficientTimeError,
+    NotBootstrappedError,
+    ReauthorizationRequiredError,
+    RotationError,
+    StoreUnavailableError,
+    TokenRefusedError,
+    TransientError,
+    VerificationFailedError,
+    VersionConflictError,
+)
+from .identity import IdentityClient
+from .redaction import fingerprint
+from .retry import RetryPolicy, call_with_retries
+from .service import ServiceClient
+from .settings import Settings
+from .store import SecretStore
+from .triggers import RotationRequest
+
+logger = logging.getLogger(__name__)
+
+OUTCOME_ROTATED = "rotated"
+OUTCOME_SKIPPED = "skipped"
+OUTCOME_REAUTHORIZATION_REQUIRED = "reauthorization_required"
+
+# No refresh starts with less than this left of the invocation: the rotated token must be stored.
+REFRESH_GUARD_SECONDS = 30.0
+# Time kept back from the refresh's retries for storing its answer.
+WRITE_RESERVE_SECONDS = 15.0
+# A stored raw access token is exchanged only while it has at least this much life left.
+RAW_TOKEN_MIN_SECONDS = 300.0
+# A lease outlives its invocation's deadline by this much.
+LEASE_GRACE_SECONDS = 30.0
+# How often one run starts over after losing a race to another writer.
+MAX_RACES = 3
+
+STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
+
+
+@dataclass(frozen=True)
+class RotationResult:
+    """What a run did, with the metadata (never a secret) that metrics and callers need."""
+
+    outcome: str
+    reason: str
+    service_token_expires_at: float | None = None
+    refreshed_at: float | None = None
+    authorized_at: float | None = None
+    reauthorize_by: float | None = None
+    refreshed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The function's JSON result."""
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "refreshed": self.refreshed,
+            "service_token_expires_at": _iso(self.service_token_expires_at),
+            "refreshed_at": _iso(self.refreshed_at),
+            "reauthorize_by": _iso(self.reauthorize_by),
+        }
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The refresh credential document as read, with the version it was read at."""
+
+    secret: RefreshSecret
+    version_id: str | None
+
+
+class _RaceLostError(Exception):
+    """Another writer changed the credential while this run worked: re-read and decide again."""
+
+
+class Rotator:
+    """Runs rotations for one stack. ``owner`` identifies this invocation in leases."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: SecretStore,
+        service: ServiceClient,
+        clock: Clock,
+        owner: str,
+        upstream_retry: RetryPolicy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.service = service
+        self.clock = clock
+        self.owner = owner
+        self.upstream_retry = upstream_retry or RetryPolicy()
+        self.published: ServiceTokenDocument | None = None
+        self.credential: RefreshCredential | None = None
+        self._published_version: str | None = None
+        self._identities: dict[str, IdentityClient] = {}
+
+    # --- the run --------------------------------------------------------------------------
+
+    def run(self, request: RotationRequest, *, deadline: float) -> RotationResult:
+        """One rotator run; returns the result or raises (see the module docstring)."""
+        for _ in range(MAX_RACES):
+            due = self._due_reason(request, deadline)
+            if isinstance(due, RotationResult):
+                return due
+            snapshot = self._read_credential(deadline)
+            try:
+                return self._rotate(request, due, snapshot, deadline)
+            except _RaceLostError:
+                logger.info("credential changed by another writer; deciding again")
+        raise RotationError(
+            "the refresh credential kept changing while this run worked; another writer is "
+            "active (a bootstrap, or a rotator without reserved concurrency); retry later"
+        )
+
+    def _due_reason(self, request: RotationRequest, deadline: float) -> str | RotationResult:
+        published = self._read_published(deadline)
+        now = self.clock.now()
+        if published is None:
+            return "service token missing or unreadable"
+        if published.credential_status != STATUS_ACTIVE:
+            return "credential marked for reauthorization"
+        if published.expires_at - now <= self.settings.refresh_margin_seconds:
+            return "service token expires within the refresh margin"
+        if not request.forced:
+            return self._skip("service token is fresh", published)
+        if (
+            published.refreshed_at is not None
+            and now - published.refreshed_at < self.settings.min_refresh_interval_seconds
+        ):
+            return self._skip("forced refresh debounced (refreshed recently)", published)
+        return "forced"
+
+    def _rotate(
+        self, request: RotationRequest, due: str, snapshot: _Snapshot, deadline: float
+    ) -> RotationResult:
+        credential = snapshot.secret.credential
+        if credential is None:
+            raise NotBootstrappedError(
+                "the refresh credential secret holds no credential: run the bootstrap "
+                "(start, then poll) to authorize this stack"
+            )
+        self.credential = credential
+        if credential.status == STATUS_REAUTHORIZATION_REQUIRED:
+            logger.error(
+                "reauthorization required: the identity provider refused the refresh credential;"
+                " run the bootstrap again",
+                extra={"credential": fingerprint(credential.refresh_token)},
+            )
+            return RotationResult(
+                outcome=OUTCOME_REAUTHORIZATION_REQUIRED,
+                reason="the refresh credential was refused; run the bootstrap again",
+                **self._metadata(credential),
+            )
+        now = self.clock.now()
+        if due == "forced" and (
+            now - credential.refreshed_at < self.settings.min_refresh_interval_seconds
+        ):
+            return self._skip("forced refresh debounced (refreshed recently)", self.published)
+        lease = snapshot.secret.lease
+        if lease is not None and lease.expires_at > now and lease.owner != self.owner:
+            return self._skip("another rotation holds the lease", self.published)
+        raw = snapshot.secret.raw_access_token
+        if raw is not None and self._unpublished(credential, raw, now):
+            published = self._publish(credential, raw, deadline)
+            return self._rotated("exchanged the stored raw access token", published, False)
+
+        if deadline - now < REFRESH_GUARD_SECONDS:
+            raise InsufficientTimeError(
+                f"only {deadline - now:.0f} s left of the invocation; not starting a refresh "
+                f"(needs {REFRESH_GUARD_SECONDS:.0f} s to store its answer); retry later"
+            )
+        claimed = self._claim(snapshot, deadline)
+        logger.info(
+            "refreshing",
+            extra={
+                "reason": due,
+                "source": request.source,
+                "credential": fingerprint(credential.refresh_token),
+            },
+        )
+        try:
+            tokens = call_with_retries(
+                lambda: self._identity(credential.issuer_url).refresh(
+                    client_id=credential.client_id,
+                    refresh_token=credential.refresh_token,
+                    read_timeout=self._budget(deadline - WRITE_RESERVE_SECONDS),
+                ),
+                retry_on=(TransientError,),
+                policy=self.upstream_retry,
+                clock=self.clock,
+                deadline=deadline - WRITE_RESERVE_SECONDS,
+                description="refresh",
+            )
+        except CredentialRejectedError as exc:
+            raise self._credential_rejected(credential, exc, deadline) from exc
+        except Exception:
+            self._release(claimed, deadline)
+            raise
+        rotated = replace(
+            credential,
+            refresh_token=tokens.refresh_token,
+            refreshed_at=tokens.received_at,
+            status=STATUS_ACTIVE,
+        )
+        new_raw = RawAccessToken(
+            token=tokens.access_token, expires_at=tokens.access_token_expires_at
+        )
+        stored = self._store_rotation(claimed, credential, rotated, new_raw, deadline)
+        self.credential = rotated
+        logger.info(
+            "refresh credential rotated and stored",
+            extra={
+                "previous": fingerprint(credential.refresh_token),
+                "current": fingerprint(rotated.refresh_token),
+            },
+        )
+        try:
+            published = self._publish(rotated, new_raw, deadline)
+        except Exception:
+            self._release(stored, deadline)
+            raise
+        return self._rotated(due, published, True)
+
+    # --- steps ------------------------------------------------------------------------------
+
+    def _claim(self, snapshot: _Snapshot, deadline: float) -> _Snapshot:
+        """Write the lease as the version replacing the one read; a lost race starts over."""
+        lease = Lease(owner=self.owner, expires_at=deadline + LEASE_GRACE_SECONDS)
+        claimed = replace(snapshot.secret, lease=lease)
+        try:
+            version = self._write_refresh(claimed, snapshot.version_id, deadline)
+        except VersionConflictError as exc:
+            raise _RaceLostError from exc
+        return _Snapshot(secret=claimed, version_id=version)
+
+    def _store_rotation(
+        self,
+        claimed: _Snapshot,
+        previous: RefreshCredential,
+        rotated: RefreshCredential,
+        raw: RawAccessToken,
+        deadline: float,
+    ) -> _Snapshot:
+        """Store the rotated credential over the claim, merging with any writer that came
+        between (a bootstrap's pending authorization, say) as long as the credential is ours.
+        The lease stays until it expires, covering the exchange and the publication."""
+        snapshot = claimed
+        while True:
+            updated = replace(
+                snapshot.secret,
+                credential=rotated,
+                raw_access_token=raw,
+                lease=claimed.secret.lease,
+            )
+            try:
+                version = self._write_refresh(updated, snapshot.version_id, deadline)
+            except StoreUnavailableError:
+                logger.critical(
+                    "the rotated refresh token could not be stored before the deadline and is "
+                    "lost; the next run will find the used one and report reauthorization",
+                    extra={"previous": fingerprint(previous.refresh_token)},
+                )
+                raise
+            except VersionConflictError:
+                snapshot = self._read_credential(deadline)
+                current = snapshot.secret.credential
+                if current is None or current.refresh_token != previous.refresh_token:
+                    logger.warning(
+                        "a new authorization replaced the credential during the refresh; "
+                        "the rotated token of the old one is dropped"
+                    )
+                    raise _RaceLostError from None
+                continue
+            return _Snapshot(secret=updated, version_id=version)
+
+    def _credential_rejected(
+        self, credential: RefreshCredential, error: CredentialRejectedError, deadline: float
+    ) -> ReauthorizationRequiredError:
+        """``invalid_grant`` / ``invalid_client``: a race (raises ``_RaceLostError``) or a dead
+        credential, marked as such; returns the error to raise."""
+        current = self._read_credential(deadline)
+        if (
+            current.secret.credential is not None
+            and current.secret.credential.refresh_token != credential.refresh_token
+        ):
+            raise _RaceLostError from error
+        marked = replace(credential, status=STATUS_REAUTHORIZATION_REQUIRED)
+        self._write_refresh(
+            replace(current.secret, credential=marked, lease=None), current.version_id, deadline
+        )
+        self.credential = marked
+        if self.published is not None:
+            self._write_published(
+                replace(self.published, credential_status=STATUS_REAUTHORIZATION_REQUIRED),
+                deadline,
+            )
+        logger.error(
+            "reauthorization required: the identity provider refused the refresh credential; "
+            "run the bootstrap again",
+            extra={"error": str(error), "credential": fingerprint(credential.refresh_token)},
+        )
+        return ReauthorizationRequiredError(
+            f"the identity provider refused the refresh credential ({error.code or error.status});"
+            " a person must authorize again: run the bootstrap"
+        )
+
+    def _release(self, held: _Snapshot, deadline: float) -> None:
+        """Give the lease back after a handled failure, so that a retry need not wait for it.
+        ``held`` is the newest version this run wrote."""
+        try:
+            self._write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
+        except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
+            logger.warning("could not release the rotation lease; it expires by itself")
+
+    def _publish(
+        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float
+    ) -> ServiceTokenDocument:
+        """Exchange, verify, and only then publish the service token."""
+        service_token = call_with_retries(
+            lambda: self.service.exchange(
+                raw.token, fallback_expires_at=raw.expires_at, read_timeout=self._budget(deadline)
+            ),
+            retry_on=(TransientError,),
+            policy=self.upstream_retry,
+            clock=self.clock,
+            deadline=deadline,
+            description="exchange",
+        )
+        if self.settings.verify_service_token:
+            try:
+                call_with_retries(
+                    lambda: self.service.list_projects(
+                        service_token.token, read_timeout=self._budget(deadline)
+                    ),
+                    retry_on=(TransientError,),
+                    policy=self.upstream_retry,
+                    clock=self.clock,
+                    deadline=deadline,
+                    description="verify",
+                )
+            except TokenRefusedError as exc:
+                raise VerificationFailedError(
+                    f"the service refused the new service token ({exc}); the previous token "
+                    "stays published"
+                ) from exc
+        document = ServiceTokenDocument(
+            token=service_token.token,
+            expires_at=service_token.expires_at,
+            api_url=self.service.api_url,
+            issued_at=self.clock.now(),
+            refreshed_at=credential.refreshed_at,
+            reauthorize_by=credential.reauthorize_by,
+            credential_status=STATUS_ACTIVE,
+        )
+        self._write_published(document, deadline)
+        return document
+
+    # --- reads and writes -------------------------------------------------------------------
+
+    def _read_published(self, deadline: float) -> ServiceTokenDocument | None:
+        value = self._store_call(
+            lambda: self.store.read(self.settings.service_token_secret_id), deadline
+        )
+        self._published_version = value.version_id
+        if value.text is None:
+            return None
+        try:
+            self.published = ServiceTokenDocument.from_json(value.text)
+        except DocumentError as exc:
+            logger.warning("published service token is unreadable", extra={"error": str(exc)})
+            return None
+        return self.published
+
+    def _read_credential(self, deadline: float) -> _Snapshot:
+        value = self._store_call(lambda: self.store.read(self.settings.refresh_secret_id), deadline)
+        if value.text is None:
+            return _Snapshot(secret=RefreshSecret(), version_id=None)
+        return _Snapshot(secret=RefreshSecret.from_json(value.text), version_id=value.version_id)
+
+    def _write_refresh(self, secret: RefreshSecret, replacing: str | None, deadline: float) -> str:
+        text = secret.to_json()
+        return self._store_call(
+            lambda: self.store.write(self.settings.refresh_secret_id, text, replacing=replacing),
+            deadline,
+        )
+
+    def _write_published(self, document: ServiceTokenDocument, deadline: float) -> None:
+        text = document.to_json()
+        try:
+            self._published_version = self._store_call(
+                lambda: self.store.write(
+                    self.settings.service_token_secret_id,
+                    text,
+                    replacing=self._published_version,
+                ),
+                deadline,
+            )
+        except VersionConflictError:
+            logger.warning("another writer published a service token at the same time; kept it")
+            return
+        self.published = document
+
+    def _store_call[T](self, operation: Callable[[], T], deadline: float) -> T:
+        return call_with_retries(
+            operation,
+            retry_on=(StoreUnavailableError,),
+            policy=STORE_RETRY,
+            clock=self.clock,
+            deadline=deadline - 1.0,
+            description="secrets manager",
+        )
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _identity(self, issuer_url: str) -> IdentityClient:
+        if issuer_url not in self._identities:
+            self._identities[issuer_url] = IdentityClient(
+                issuer_url, transport=self.service.transport, clock=self.clock
+            )
+        return self._identities[issuer_url]
+
+    def _unpublished(self, credential: RefreshCredential, raw: RawAccessToken, now: float) -> bool:
+        """True when the stored raw token is from a refresh whose service token never made it
+        to the published document, and can still be exchanged."""
+        if raw.expires_at - now < RAW_TOKEN_MIN_SECONDS:
+            return False
+        published = self.published
+        return (
+            published is None
+            or published.credential_status != STATUS_ACTIVE
+            or int(published.issued_at) < int(credential.refreshed_at)
+        )
+
+    def _budget(self, until: float) -> float:
+        return max(0.5, until - self.clock.now())
+
+    def _metadata(self, credential: RefreshCredential | None) -> dict[str, Any]:
+        published = self.published
+        return {
+            "service_token_expires_at": published.expires_at if published else None,
+            "refreshed_at": credential.refreshed_at if credential else None,
+            "authorized_at": credential.authorized_at if credential else None,
+            "reauthorize_by": credential.reauthorize_by if credential else None,
+        }
+
+    def _skip(self, reason: str, published: ServiceTokenDocument | None) -> RotationResult:
+        logger.info("rotation skipped", extra={"reason": reason})
+        return RotationResult(
+            outcome=OUTCOME_SKIPPED,
+            reason=reason,
+            service_token_expires_at=published.expires_at if published else None,
+            refreshed_at=published.refreshed_at if published else None,
+            reauthorize_by=published.reauthorize_by if published else None,
+        )
+
+    def _rotated(
+        self, reason: str, published: ServiceTokenDocument, refreshed: bool
+    ) -> RotationResult:
+        logger.info(
+            "service token published",
+            extra={"reason": reason, "expires_at": to_iso(published.expires_at)},
+        )
+        return RotationResult(
+            outcome=OUTCOME_ROTATED,
+            reason=reason,
+            refreshed=refreshed,
+            **self._metadata(self.credential),
+        )
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else to_iso(epoch)

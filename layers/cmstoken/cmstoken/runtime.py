@@ -1,0 +1,44 @@
+"""The objects a warm Lambda container reuses: settings (validated once), the Secrets Manager
+store and the upstream client with its pooled session."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from .clock import SystemClock
+from .rotation import Rotator
+from .service import ServiceClient
+from .settings import Settings
+from .store import SecretStore
+
+CLOCK = SystemClock()
+
+
+@cache
+def settings() -> Settings:
+    """The settings from the environment; the first call validates them."""
+    return Settings.from_environ(os.environ)
+
+
+@cache
+def store() -> SecretStore:
+    """The Secrets Manager store (its boto3 client is created on first use)."""
+    return SecretStore()
+
+
+@cache
+def service() -> ServiceClient:
+    """The service client, with the connection pool shared by every upstream call."""
+    return ServiceClient(settings().service_base_url, clock=CLOCK)
+
+
+def rotator(owner: str) -> Rotator:
+    """A rotator for one invocation (``owner`` names it in leases)."""
+    return Rotator(settings(), store=store(), service=service(), clock=CLOCK, owner=owner)
+
+
+def reset() -> None:
+    """Forget the cached objects (tests change the environment between runs)."""
+    for cached in (settings, store, service):
+        cached.cache_clear()

@@ -1,0 +1,103 @@
+"""Settings from the environment, parsed and validated once, failing with every problem named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .http import validate_url
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+class _Reader:
+    """Reads variables and collects problems, so that one error names all of them."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.problems: list[str] = []
+
+    def required(self, name: str) -> str:
+        value = self.environ.get(name, "").strip()
+        if not value:
+            self.problems.append(f"{name} is required")
+        return value
+
+    def url(self, name: str) -> str:
+        value = self.required(name)
+        if not value:
+            return value
+        try:
+            return validate_url(value, what=name)
+        except ConfigurationError as exc:
+            self.problems.append(str(exc))
+            return value
+
+    def seconds(self, name: str, default: int, *, minimum: int = 0) -> int:
+        text = self.environ.get(name, "").strip()
+        if not text:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            self.problems.append(f"{name} must be a whole number of seconds, got {text!r}")
+            return default
+        if value < minimum:
+            self.problems.append(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        text = self.environ.get(name, "").strip().lower()
+        if not text:
+            return default
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        self.problems.append(f"{name} must be true or false, got {text!r}")
+        return default
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The functions' configuration (SPEC section 3), from environment variables."""
+
+    service_base_url: str
+    refresh_secret_id: str
+    service_token_secret_id: str
+    refresh_margin_seconds: int = 21600
+    min_refresh_interval_seconds: int = 600
+    verify_service_token: bool = True
+    absolute_lifetime_seconds: int = 2592000
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """Parse and validate; ``ConfigurationError`` lists every problem at once."""
+        read = _Reader(environ)
+        settings = cls(
+            service_base_url=read.url("SERVICE_BASE_URL"),
+            refresh_secret_id=read.required("REFRESH_SECRET_ID"),
+            service_token_secret_id=read.required("SERVICE_TOKEN_SECRET_ID"),
+            refresh_margin_seconds=read.seconds("REFRESH_MARGIN_SECONDS", 21600),
+            min_refresh_interval_seconds=read.seconds("MIN_REFRESH_INTERVAL_SECONDS", 600),
+            verify_service_token=read.flag("VERIFY_SERVICE_TOKEN", True),
+            absolute_lifetime_seconds=read.seconds("ABSOLUTE_LIFETIME_SECONDS", 2592000),
+        )
+        if (
+            settings.refresh_secret_id
+            and settings.refresh_secret_id == settings.service_token_secret_id
+        ):
+            read.problems.append(
+                "REFRESH_SECRET_ID and SERVICE_TOKEN_SECRET_ID must name different secrets"
+            )
+        if read.problems:
+            raise ConfigurationError("invalid configuration: " + "; ".join(read.problems))
+        return settings
+
+    def reauthorize_by(self, authorized_at: float) -> float | None:
+        """When the refresh family's assumed absolute lifetime ends (``None`` when unlimited)."""
+        if self.absolute_lifetime_seconds == 0:
+            return None
+        return authorized_at + self.absolute_lifetime_seconds

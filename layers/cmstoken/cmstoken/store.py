@@ -1,0 +1,147 @@
+"""Secrets Manager adapter: reads and idempotent, conflict-detecting writes of secret values.
+
+This is the only module that touches boto3. ``ClientError`` codes and botocore failures become
+the project's ``StoreError`` types. Every write names its version (``ClientRequestToken``):
+the id derived from the version it replaces, so two writers that read the same version cannot
+both write (the second gets ``VersionConflictError``), and a retried write whose answer was lost
+is a no-op instead of a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .errors import StoreAccessError, StoreError, StoreUnavailableError, VersionConflictError
+
+if TYPE_CHECKING:
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+
+_TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "InternalServiceError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+_ACCESS_CODES = frozenset(
+    {
+        "AccessDeniedException",
+        "DecryptionFailure",
+        "EncryptionFailure",
+        "InvalidRequestException",
+        "UnrecognizedClientException",
+        "ExpiredTokenException",
+        "KMSAccessDeniedException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+    }
+)
+_FIRST_VERSION_BASIS = "cmstoken:first-version"
+
+
+def next_version_id(current_version_id: str | None) -> str:
+    """The version id a write replacing ``current_version_id`` uses (``None``: empty secret)."""
+    basis = f"cmstoken:after:{current_version_id or _FIRST_VERSION_BASIS}"
+    return str(uuid.UUID(bytes=hashlib.sha256(basis.encode()).digest()[:16]))
+
+
+@dataclass(frozen=True)
+class SecretValue:
+    """What a read found: the ``SecretString`` (``None`` when the secret has no value yet) and
+    the id of that version."""
+
+    text: str | None
+    version_id: str | None
+
+
+class SecretStore:
+    """Reads and writes secret values. The boto3 client is created on first use (it honours
+    ``AWS_ENDPOINT_URL``); tests may inject one."""
+
+    def __init__(self, client: SecretsManagerClient | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> SecretsManagerClient:
+        """The Secrets Manager client, created on first use."""
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "secretsmanager",
+                config=Config(
+                    connect_timeout=3,
+                    read_timeout=5,
+                    retries={"mode": "standard", "max_attempts": 3},
+                ),
+            )
+        return self._client
+
+    def read(self, secret_id: str) -> SecretValue:
+        """The current value of a secret; an empty secret reads as ``SecretValue(None, None)``."""
+        try:
+            answer = self.client.get_secret_value(SecretId=secret_id)
+        except (ClientError, BotoCoreError) as exc:
+            if _error_code(exc) == "ResourceNotFoundException":
+                return SecretValue(text=None, version_id=None)
+            raise _translate(exc, "read", secret_id) from exc
+        text = answer.get("SecretString")
+        if text is None:
+            raise StoreAccessError(
+                f"secret {secret_id!r} holds binary data, not a JSON document", code="SecretBinary"
+            )
+        return SecretValue(text=text, version_id=answer.get("VersionId"))
+
+    def write(self, secret_id: str, text: str, *, replacing: str | None) -> str:
+        """Store ``text`` as the current value, as the version that replaces ``replacing``.
+
+        Returns the new version id. Writing the same text again is a no-op; a different text
+        raises ``VersionConflictError`` (someone else replaced that version first).
+        """
+        version_id = next_version_id(replacing)
+        try:
+            self.client.put_secret_value(
+                SecretId=secret_id, SecretString=text, ClientRequestToken=version_id
+            )
+        except (ClientError, BotoCoreError) as exc:
+            if _error_code(exc) == "ResourceExistsException":
+                raise VersionConflictError(
+                    f"secret {secret_id!r} changed since it was read (another writer)",
+                    code="ResourceExistsException",
+                ) from exc
+            raise _translate(exc, "write", secret_id) from exc
+        return version_id
+
+
+def _error_code(exc: ClientError | BotoCoreError) -> str | None:
+    if isinstance(exc, ClientError):
+        return exc.response.get("Error", {}).get("Code")
+    return None
+
+
+def _translate(exc: ClientError | BotoCoreError, action: str, secret_id: str) -> StoreError:
+    if isinstance(exc, BotoCoreError):
+        name = type(exc).__name__
+        return StoreUnavailableError(f"cannot {action} secret {secret_id!r}: {name}", code=name)
+    code = _error_code(exc) or "Unknown"
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    text = f"cannot {action} secret {secret_id!r}: {code}"
+    if code in _TRANSIENT_CODES or status >= 500:
+        return StoreUnavailableError(text, code=code)
+    if code == "ResourceNotFoundException":
+        return StoreAccessError(f"{text} (does the secret exist?)", code=code)
+    if code in _ACCESS_CODES:
+        return StoreAccessError(text, code=code)
+    return StoreError(text, code=code)

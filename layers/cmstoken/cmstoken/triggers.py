@@ -1,0 +1,44 @@
+"""What started a rotator run: the schedule, a forced run, or a refresh request event."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigurationError
+
+REFRESH_REQUESTED = "Service Token Refresh Requested"
+
+
+@dataclass(frozen=True)
+class RotationRequest:
+    """A rotator run's trigger. ``forced`` runs refresh even when the token is not near expiry
+    (debounced by ``MIN_REFRESH_INTERVAL_SECONDS``)."""
+
+    forced: bool
+    source: str
+
+    @classmethod
+    def from_event(cls, event: Any) -> RotationRequest:
+        """Classify an invocation event (SPEC section 3).
+
+        Any JSON object is a scheduled run; ``{"force": true}`` forces one; an EventBridge event
+        whose ``detail-type`` is ``Service Token Refresh Requested`` (any ``source``) forces one.
+        ``force`` must be a JSON boolean: ``"true"`` is refused rather than guessed.
+        """
+        if not isinstance(event, dict):
+            raise ConfigurationError(
+                f"rotator event must be a JSON object, got JSON {type(event).__name__}"
+            )
+        if event.get("detail-type") == REFRESH_REQUESTED:
+            source = event.get("source")
+            return cls(
+                forced=True, source=f"event:{source}" if isinstance(source, str) else "event"
+            )
+        force = event.get("force", False)
+        if not isinstance(force, bool):
+            raise ConfigurationError(
+                "rotator event field 'force' must be true or false (a JSON boolean), "
+                f"got JSON {type(force).__name__}"
+            )
+        return cls(forced=force, source="force" if force else "schedule")

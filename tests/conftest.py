@@ -1,0 +1,76 @@
+"""Fixtures shared by every test: a fake Lambda context, and Powertools and logging state reset
+between tests."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class FakeLambdaContext:
+    """The attributes of a Lambda context object that the handlers and Powertools read."""
+
+    function_name: str = "cmstoken-rotator"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 256
+    remaining_millis: int = 120_000
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "/aws/lambda/cmstoken-rotator"
+    log_stream_name: str = "2026/11/22/[$LATEST]0123456789abcdef"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_millis
+
+
+@pytest.fixture
+def lambda_context() -> FakeLambdaContext:
+    """A fresh context (new request id) with two minutes left."""
+    return FakeLambdaContext()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_logging_and_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Keep Powertools' process-wide state (buffered metrics, logger wiring) from leaking
+    between tests, and give every test the same Powertools environment."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "cmstoken-test")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "CmsToken")
+    library = logging.getLogger("cmstoken")
+    saved = (list(library.handlers), library.propagate, library.level)
+    yield
+    observability = sys.modules.get("cmstoken.observability")
+    if observability is not None:
+        observability.metrics.clear_metrics()
+    library.handlers, library.propagate = saved[0], saved[1]
+    library.setLevel(saved[2])
+
+
+@pytest.fixture
+def lambda_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Route the handlers' structured logs (Powertools' handler, which the library's loggers
+    share) to the test's captured stdout, as Lambda sends them to CloudWatch."""
+    from cmstoken.observability import logger, route_library_logs
+
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    handler.stream = _CurrentStdout()  # not setStream: it would flush a stream pytest closed
+    route_library_logs()
+
+
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is at the time (pytest swaps it between phases)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()

@@ -1,0 +1,111 @@
+"""A local stand-in for a deployed stack: moto's Secrets Manager, the emulator, the handlers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cmsemu import Emulator
+from cmstoken import runtime
+from cmstoken.documents import (
+    STATUS_ACTIVE,
+    RefreshCredential,
+    RefreshSecret,
+    ServiceTokenDocument,
+)
+from cmstoken.service import ServiceClient
+from support import EmulatorClock, load_handler
+
+REFRESH_SECRET = "cmstoken/refresh-credential"
+SERVICE_SECRET = "cmstoken/service-token"
+
+
+@dataclass
+class Stack:
+    """A deployed stack, locally: moto's Secrets Manager, the emulator, the handlers."""
+
+    emulator: Emulator
+    clock: EmulatorClock
+    secretsmanager: Any
+    context_factory: Callable[[], Any]
+    aws_calls: Counter[str] = field(default_factory=Counter)
+
+    def invoke(self, function: str, event: Any, *, remaining_ms: int = 120_000) -> Any:
+        """Run a function's handler in-process with a fresh context."""
+        context = self.context_factory()
+        context.remaining_millis = remaining_ms
+        return load_handler(function)(event, context)
+
+    def refresh_document(self) -> RefreshSecret:
+        text = self.secretsmanager.get_secret_value(SecretId=REFRESH_SECRET)["SecretString"]
+        return RefreshSecret.from_json(text)
+
+    def service_document(self) -> ServiceTokenDocument:
+        text = self.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
+        return ServiceTokenDocument.from_json(text)
+
+    def newest_refresh_token(self) -> str:
+        credential = self.refresh_document().credential
+        assert credential is not None
+        return credential.refresh_token
+
+    def seed(self, *, client_id: str | None = None) -> None:
+        """Put the stack in the state a successful bootstrap leaves: an authorized credential
+        and a verified service token, both written through the store."""
+        tokens = self.emulator.issue_tokens(client_id=client_id)
+        now = self.clock.now()
+        settings = runtime.settings()
+        credential = RefreshCredential(
+            refresh_token=tokens["refresh_token"],
+            client_id=client_id or self.emulator.config.client_id,
+            issuer_url=self.emulator.issuer_url.rstrip("/"),
+            status=STATUS_ACTIVE,
+            authorized_at=now,
+            refreshed_at=now,
+            reauthorize_by=settings.reauthorize_by(now),
+        )
+        store = runtime.store()
+        store.write(
+            REFRESH_SECRET,
+            RefreshSecret(credential=credential).to_json(),
+            replacing=store.read(REFRESH_SECRET).version_id,
+        )
+        service = ServiceClient(self.emulator.base_url, clock=self.clock)
+        token = service.exchange(tokens["access_token"], fallback_expires_at=now + 86400)
+        document = ServiceTokenDocument(
+            token=token.token,
+            expires_at=token.expires_at,
+            api_url=service.api_url,
+            issued_at=now,
+            refreshed_at=now,
+            reauthorize_by=credential.reauthorize_by,
+        )
+        store.write(
+            SERVICE_SECRET, document.to_json(), replacing=store.read(SERVICE_SECRET).version_id
+        )
+        self.aws_calls.clear()
+
+    def published_token_works(self) -> bool:
+        return self.emulator.service_token_valid(self.service_document().token)
+
+
+def secret_values(stack: Stack) -> list[str]:
+    """Every secret value the stack's secrets ever held (all versions), for leak scans."""
+    values = []
+    for secret_id in (REFRESH_SECRET, SERVICE_SECRET):
+        versions = stack.secretsmanager.list_secret_version_ids(SecretId=secret_id)["Versions"]
+        for version in versions:
+            text = stack.secretsmanager.get_secret_value(
+                SecretId=secret_id, VersionId=version["VersionId"]
+            )["SecretString"]
+            document = json.loads(text)
+            for key in ("refresh_token", "token"):
+                if isinstance(document.get(key), str):
+                    values.append(document[key])
+            raw = document.get("raw_access_token")
+            if isinstance(raw, dict):
+                values.append(raw["token"])
+    return values

@@ -1,0 +1,624 @@
+"""The rotator against the emulator (over HTTP) and moto: SPEC section 4, guarantee by guarantee."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from cmstoken import runtime
+from cmstoken.errors import (
+    ConfigurationError,
+    InsufficientTimeError,
+    NotBootstrappedError,
+    ReauthorizationRequiredError,
+    ServerError,
+    VerificationFailedError,
+)
+from cmstoken.http import Timeouts
+from cmstoken.identity import IdentityClient
+from cmstoken.rotation import Rotator
+from cmstoken.service import ServiceClient
+from cmstoken.store import SecretStore
+from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
+from support import emitted_metrics, load_event
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here (not an ``Exception``: nothing in the product may catch it)."""
+
+
+def replayed_refresh_tokens(stack: Stack) -> list[str | None]:
+    """Refresh tokens presented again after the identity provider had acted on them (answered
+    200, or dropped the answer after acting): the replays that revoke a family."""
+    spent: set[str | None] = set()
+    replayed = []
+    for record in stack.emulator.requests:
+        if record.endpoint != "refresh":
+            continue
+        if record.credential in spent:
+            replayed.append(record.credential)
+        if record.status in (200, None):
+            spent.add(record.credential)
+    return replayed
+
+
+def assert_healthy(stack: Stack) -> None:
+    """The stored refresh token is the family's newest and usable, the published token is
+    accepted, and no used refresh token was ever presented again."""
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert not stack.emulator.family_revoked(newest)
+    assert stack.published_token_works()
+    assert replayed_refresh_tokens(stack) == []
+
+
+def make_due(stack: Stack) -> None:
+    """Move the clock so that the service token is inside the refresh margin."""
+    stack.emulator.advance(19 * HOUR)
+
+
+# --- refresh only when due (guarantee 6) and the trigger events -----------------------------
+
+
+def test_a_no_op_check_makes_one_aws_call_and_no_upstream_call(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    before = stack.emulator.counts
+    result = stack.invoke("rotator", load_event("rotator-scheduled"))
+    assert result["outcome"] == "skipped"
+    assert result["reason"] == "service token is fresh"
+    assert stack.aws_calls == Counter({"GetSecretValue": 1})
+    assert stack.emulator.counts == before
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["RotationSkipped"] == [1]
+    assert metrics["RotationSucceeded"] == [0]
+    assert metrics["RotationFailed"] == [0]
+    assert metrics["ServiceTokenSecondsToExpiry"] == [pytest.approx(86400, abs=5)]
+    assert metrics["SecondsUntilReauthorization"] == [pytest.approx(30 * 86400, abs=5)]
+
+
+def test_a_classic_scheduled_rule_event_is_a_scheduled_run(stack: Stack) -> None:
+    stack.seed()
+    assert stack.invoke("rotator", load_event("rotator-scheduled-rule"))["outcome"] == "skipped"
+    assert stack.emulator.counts["refresh"] == 0
+
+
+def test_a_due_run_rotates_with_only_the_calls_the_guarantees_need(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    old_refresh = stack.newest_refresh_token()
+    old_token = stack.service_document().token
+    make_due(stack)
+    result = stack.invoke("rotator", load_event("rotator-scheduled"))
+    assert result["outcome"] == "rotated"
+    assert result["refreshed"] is True
+    assert_healthy(stack)
+    assert stack.newest_refresh_token() != old_refresh
+    assert not stack.emulator.refresh_token_valid(old_refresh)
+    document = stack.service_document()
+    assert document.token != old_token
+    assert document.expires_at == pytest.approx(stack.clock.now() + 86400, abs=5)
+    assert document.api_url == stack.emulator.api_url
+    stored = stack.refresh_document()
+    assert stored.raw_access_token is not None
+    # The lease covers the exchange and publication and ends with the invocation (+30 s).
+    assert stored.lease is not None
+    assert stored.lease.expires_at <= stack.clock.now() + 120 + 30
+    counts = stack.emulator.counts
+    assert (counts["refresh"], counts["exchange"], counts["projects"]) == (1, 2, 1)
+    # read published, read credential, claim, store the rotation, publish
+    assert stack.aws_calls == Counter({"GetSecretValue": 2, "PutSecretValue": 3})
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["RotationSucceeded"] == [1]
+    assert metrics["RefreshTokenAgeSeconds"] == [0]
+
+
+def test_forced_runs_are_debounced_by_the_minimum_interval(stack: Stack) -> None:
+    stack.seed()
+    before = stack.emulator.counts
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "skipped"
+    assert "debounced" in result["reason"]
+    assert stack.aws_calls == Counter({"GetSecretValue": 1})
+    assert stack.emulator.counts == before
+    stack.emulator.advance(601)
+    assert stack.invoke("rotator", load_event("rotator-force"))["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+def test_a_refresh_request_event_forces_a_run_and_duplicates_are_no_ops(stack: Stack) -> None:
+    stack.seed()
+    stack.emulator.advance(700)
+    event = load_event("rotator-refresh-requested")
+    assert stack.invoke("rotator", event)["outcome"] == "rotated"
+    duplicate = stack.invoke("rotator", event)
+    assert duplicate["outcome"] == "skipped"
+    assert stack.emulator.counts["refresh"] == 1
+    assert_healthy(stack)
+
+
+@pytest.mark.parametrize("event", [{"force": "true"}, {"force": 1}, [], "force"])
+def test_malformed_events_are_refused_clearly(
+    stack: Stack, event: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    with pytest.raises(ConfigurationError, match="rotator event"):
+        stack.invoke("rotator", event)
+    assert emitted_metrics(capsys.readouterr().out)["RotationFailed"] == [1]
+    assert stack.emulator.counts["refresh"] == 0
+
+
+@pytest.mark.parametrize("published", ["", "not json", '{"schema_version": 1, "token": 5}'])
+def test_a_missing_or_unreadable_service_token_is_due(stack: Stack, published: str) -> None:
+    stack.seed()
+    if published:
+        stack.secretsmanager.put_secret_value(SecretId=SERVICE_SECRET, SecretString=published)
+    else:
+        stack.secretsmanager.delete_secret(SecretId=SERVICE_SECRET, ForceDeleteWithoutRecovery=True)
+        stack.secretsmanager.create_secret(Name=SERVICE_SECRET)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+def test_not_bootstrapped_fails_clearly_without_upstream_calls(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(NotBootstrappedError, match="run the bootstrap"):
+        stack.invoke("rotator", {})
+    assert sum(stack.emulator.counts.values()) == 0
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["RotationFailed"] == [1]
+    assert metrics["NotBootstrapped"] == [1]
+
+
+# --- crash at every step boundary (guarantees 1, 2, 4) --------------------------------------
+
+
+def crash_after(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, when: Callable[..., bool]
+) -> None:
+    """Make ``owner.name`` do its work and then crash the process, once: on the first call for
+    which ``when(*args, **kwargs)``, judged before the call, is true."""
+    original = getattr(owner, name)
+    fired = threading.Event()
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        crash = not fired.is_set() and when(*args, **kwargs)
+        result = original(self, *args, **kwargs)
+        if crash:
+            fired.set()
+            raise SimulatedCrash(name)
+        return result
+
+    monkeypatch.setattr(owner, name, wrapper)
+
+
+def stored_refresh_token(stack: Stack) -> str | None:
+    credential = stack.refresh_document().credential
+    return credential.refresh_token if credential else None
+
+
+def crash_point(stack: Stack, point: str) -> tuple[Any, str, Callable[..., bool]]:
+    """Where each step boundary is: the call that ends the step, and which call it is."""
+
+    def refresh_write(secret_id: str, text: str, **_: Any) -> dict[str, Any] | None:
+        return json.loads(text) if secret_id == REFRESH_SECRET else None
+
+    def is_claim(secret_id: str, text: str, **kwargs: Any) -> bool:
+        document = refresh_write(secret_id, text)
+        return bool(document and document["refresh_token"] == stored_refresh_token(stack))
+
+    def is_rotation_write(secret_id: str, text: str, **kwargs: Any) -> bool:
+        document = refresh_write(secret_id, text)
+        return bool(document and document["refresh_token"] != stored_refresh_token(stack))
+
+    def is_publish(secret_id: str, text: str, **_: Any) -> bool:
+        return secret_id == SERVICE_SECRET
+
+    return {
+        "after the claim": (SecretStore, "write", is_claim),
+        "after the write": (SecretStore, "write", is_rotation_write),
+        "after the exchange": (ServiceClient, "exchange", lambda *a, **k: True),
+        "after verification": (ServiceClient, "list_projects", lambda *a, **k: True),
+        "after publishing": (SecretStore, "write", is_publish),
+    }[point]
+
+
+CRASH_POINTS = [
+    "after the claim",
+    "after the write",
+    "after the exchange",
+    "after verification",
+    "after publishing",
+]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_crash_at_a_step_boundary_loses_nothing(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    stack.seed()
+    make_due(stack)
+    owner, name, when = crash_point(stack, point)
+    with monkeypatch.context() as patch:
+        crash_after(patch, owner, name, when)
+        with pytest.raises(SimulatedCrash):
+            stack.invoke("rotator", {})
+    refreshes = stack.emulator.counts["refresh"]
+    stack.emulator.advance(HOUR)  # the next scheduled run
+    result = stack.invoke("rotator", {})
+    assert result["outcome"] in ("rotated", "skipped")
+    assert_healthy(stack)
+    if point in ("after the write", "after the exchange", "after verification"):
+        # The stored raw access token is exchanged: no second refresh is spent.
+        assert stack.emulator.counts["refresh"] == refreshes == 1
+        assert result["outcome"] == "rotated"
+        assert result["refreshed"] is False
+    if point == "after publishing":
+        assert result["outcome"] == "skipped"
+    assert stack.invoke("rotator", {})["outcome"] == "skipped"
+
+
+def test_a_crash_between_the_refresh_answer_and_the_write_is_the_residual_window(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.seed()
+    make_due(stack)
+    with monkeypatch.context() as patch:
+        crash_after(patch, IdentityClient, "refresh", lambda *a, **k: True)
+        with pytest.raises(SimulatedCrash):
+            stack.invoke("rotator", {})
+    stack.emulator.advance(HOUR)
+    # The used refresh token is all that is stored: the identity provider revokes the family,
+    # the run reports it, and later runs do not call the identity provider again.
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "reauthorization_required"
+    calls = stack.emulator.counts["refresh"]
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "reauthorization_required"
+    assert stack.emulator.counts["refresh"] == calls
+
+
+def test_the_residual_window_is_recovered_when_the_provider_allows_a_reuse_interval(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.emulator.config.refresh_reuse_interval = 2 * HOUR
+    stack.seed()
+    make_due(stack)
+    with monkeypatch.context() as patch:
+        crash_after(patch, IdentityClient, "refresh", lambda *a, **k: True)
+        with pytest.raises(SimulatedCrash):
+            stack.invoke("rotator", {})
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert stack.published_token_works()
+
+
+# --- one writer at a time (guarantee 3) -----------------------------------------------------
+
+
+def test_two_overlapping_invocations_refresh_exactly_once(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.seed()
+    make_due(stack)
+    barrier = threading.Barrier(2, timeout=10)
+    original = Rotator._read_credential
+    first_reads: set[int] = set()
+
+    def read_then_wait(self: Rotator, deadline: float) -> Any:
+        snapshot = original(self, deadline)
+        if id(self) not in first_reads:
+            first_reads.add(id(self))
+            barrier.wait()  # both have read the same version before either claims
+        return snapshot
+
+    monkeypatch.setattr(Rotator, "_read_credential", read_then_wait)
+    results: list[Any] = []
+
+    def invoke() -> None:
+        try:
+            results.append(stack.invoke("rotator", {}))
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=invoke) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    outcomes = sorted(r["outcome"] for r in results if isinstance(r, dict))
+    assert outcomes == ["rotated", "skipped"], results
+    assert stack.emulator.counts["refresh"] == 1
+    assert_healthy(stack)
+
+
+def test_a_live_lease_of_another_invocation_is_respected(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    now = stack.clock.now()
+    rotator = Rotator(
+        runtime.settings(),
+        store=runtime.store(),
+        service=runtime.service(),
+        clock=stack.clock,
+        owner="other-invocation",
+    )
+    snapshot = rotator._read_credential(now + 120)
+    rotator._claim(snapshot, now + 120)
+    result = stack.invoke("rotator", {})
+    assert result == {**result, "outcome": "skipped", "reason": "another rotation holds the lease"}
+    assert stack.emulator.counts["refresh"] == 0
+    stack.emulator.advance(151)  # the lease ends 30 s after its invocation's deadline
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+# --- exchange and verification failures (guarantee 4) ---------------------------------------
+
+
+def test_a_failed_exchange_keeps_the_rotated_token_and_the_old_service_token(
+    stack: Stack,
+) -> None:
+    stack.seed()
+    old = stack.service_document()
+    make_due(stack)
+    stack.emulator.inject("exchange", "status", times=50, status=500)
+    with pytest.raises(ServerError, match="exchange"):
+        stack.invoke("rotator", {})
+    assert stack.service_document() == old
+    assert stack.emulator.service_token_valid(old.token)
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+    stack.emulator.clear_faults()
+    refreshes = stack.emulator.counts["refresh"]
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.emulator.counts["refresh"] == refreshes  # only the exchange was retried
+    assert_healthy(stack)
+
+
+def test_a_refused_verification_fails_the_run_and_keeps_the_old_token(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    old = stack.service_document()
+    make_due(stack)
+    stack.emulator.inject("projects", "status", status=401)
+    with pytest.raises(VerificationFailedError, match="previous token stays published"):
+        stack.invoke("rotator", {})
+    assert stack.service_document() == old
+    assert emitted_metrics(capsys.readouterr().out)["RotationFailed"] == [1]
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+# --- classify failures (guarantee 5) --------------------------------------------------------
+
+
+def test_invalid_grant_marks_reauthorization_and_later_runs_stay_quiet(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    stack.emulator.revoke_family(stack.newest_refresh_token())
+    make_due(stack)
+    with pytest.raises(ReauthorizationRequiredError, match="run the bootstrap"):
+        stack.invoke("rotator", {})
+    output = capsys.readouterr().out
+    assert "reauthorization required" in output
+    metrics = emitted_metrics(output)
+    assert metrics["ReauthorizationRequired"] == [1]
+    assert metrics["RotationFailed"] == [1]
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "reauthorization_required"
+    assert stack.service_document().credential_status == "reauthorization_required"
+    calls = sum(stack.emulator.counts.values())
+    for _ in range(3):
+        stack.emulator.advance(HOUR)
+        result = stack.invoke("rotator", {})
+        assert result["outcome"] == "reauthorization_required"
+    assert sum(stack.emulator.counts.values()) == calls
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["ReauthorizationRequired"] == [1, 1, 1]
+    assert metrics["RotationFailed"] == [0, 0, 0]
+
+
+def test_invalid_client_is_terminal_too(stack: Stack) -> None:
+    stack.seed()
+    document = json.loads(
+        stack.secretsmanager.get_secret_value(SecretId=REFRESH_SECRET)["SecretString"]
+    )
+    document["client_id"] = "unknown-client"
+    stack.secretsmanager.put_secret_value(
+        SecretId=REFRESH_SECRET, SecretString=json.dumps(document)
+    )
+    make_due(stack)
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+    assert stack.emulator.counts["refresh"] == 1
+
+
+def test_invalid_grant_after_another_writer_replaced_the_credential_ends_in_success(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.seed()
+    old = stack.newest_refresh_token()
+    stack.emulator.revoke_family(old)
+    make_due(stack)
+    original = IdentityClient.refresh
+
+    def bootstrap_meanwhile(self: IdentityClient, **kwargs: Any) -> Any:
+        if kwargs["refresh_token"] == old:
+            stack.seed()  # an operator re-authorized while this run was refreshing
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(IdentityClient, "refresh", bootstrap_meanwhile)
+    result = stack.invoke("rotator", {})
+    assert result["outcome"] in ("skipped", "rotated")
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "active"
+    assert credential.refresh_token != old
+    assert stack.emulator.refresh_token_valid(credential.refresh_token)
+    assert stack.published_token_works()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_5xx_on_the_refresh_is_retried_with_backoff(stack: Stack, status: int) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=2, status=status)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.emulator.counts["refresh"] == 3
+    assert len([s for s in stack.clock.sleeps if s > 0]) >= 2
+    assert_healthy(stack)
+
+
+def test_429_waits_as_long_as_retry_after_says(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rate_limit", retry_after=7)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert 7.0 in stack.clock.sleeps
+    assert_healthy(stack)
+
+
+def test_429_waits_until_x_ratelimit_reset(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rate_limit", reset_in=9)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert any(9 <= s < 10 for s in stack.clock.sleeps), stack.clock.sleeps  # reset is whole s
+    assert_healthy(stack)
+
+
+def test_timeouts_on_the_exchange_and_verification_are_retried(stack: Stack) -> None:
+    stack.seed()
+    runtime.service().transport.timeouts = Timeouts(connect=1, read=0.2)
+    make_due(stack)
+    stack.emulator.inject("exchange", "delay", seconds=0.6)
+    stack.emulator.inject("projects", "delay", seconds=0.6)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+def test_transient_failures_stop_before_the_invocation_runs_out(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("exchange", "status", times=1000, status=503)
+    start = stack.clock.now()
+    with pytest.raises(ServerError):
+        stack.invoke("rotator", {}, remaining_ms=60_000)
+    assert stack.clock.now() - start < 60
+    assert stack.emulator.counts["exchange"] <= 5
+    # The rotated refresh token was stored before the exchange was tried.
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+
+
+def test_no_refresh_starts_without_time_to_store_its_answer(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    with pytest.raises(InsufficientTimeError, match="retry later"):
+        stack.invoke("rotator", {}, remaining_ms=20_000)
+    assert stack.emulator.counts["refresh"] == 0
+    assert stack.refresh_document().lease is None
+
+
+def test_secrets_manager_throttling_on_the_write_is_retried(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    throttled = {"left": 3}
+
+    def throttle(params: dict[str, Any], **_: Any) -> None:
+        if '"raw_access_token"' in params.get("SecretString", "") and throttled["left"]:
+            throttled["left"] -= 1
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
+                "PutSecretValue",
+            )
+
+    runtime.store().client.meta.events.register(
+        "provide-client-params.secrets-manager.PutSecretValue", throttle
+    )
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert throttled["left"] == 0
+    assert_healthy(stack)
+
+
+# --- a response lost after the upstream rotated ---------------------------------------------
+
+
+def test_a_lost_refresh_response_is_reported_not_looped(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "drop")
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+    assert stack.emulator.counts["refresh"] == 2  # the lost one and one retry, no loop
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "reauthorization_required"
+    assert stack.emulator.counts["refresh"] == 2
+
+
+def test_a_lost_refresh_response_is_recovered_within_the_reuse_interval(stack: Stack) -> None:
+    stack.emulator.config.refresh_reuse_interval = 60
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "drop")
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert stack.published_token_works()
+
+
+# --- no secret in logs, metrics or results (guarantee 7) ------------------------------------
+
+
+@pytest.fixture
+def every_path(stack: Stack) -> Stack:
+    """A stack driven through rotation, a failed exchange, a refused verification and a
+    revocation, so that every log line and metric of those paths is captured."""
+    stack.seed()
+    make_due(stack)
+    stack.invoke("rotator", {})
+    stack.emulator.advance(19 * HOUR)
+    stack.emulator.inject("exchange", "status", times=50, status=500)
+    with pytest.raises(ServerError):
+        stack.invoke("rotator", {})
+    stack.emulator.clear_faults()
+    stack.emulator.inject("projects", "status", status=403)
+    with pytest.raises(VerificationFailedError):
+        stack.invoke("rotator", {})
+    stack.emulator.revoke_family(stack.newest_refresh_token())
+    stack.emulator.advance(25 * HOUR)  # the stored raw access token has expired too
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+    return stack
+
+
+def test_no_secret_reaches_logs_metrics_or_results(
+    every_path: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = capsys.readouterr()
+    secrets = secret_values(every_path)
+    assert len(secrets) >= 6
+    assert "rotation failed" in output.out
+    for secret in secrets:
+        assert secret not in output.out
+        assert secret not in output.err
