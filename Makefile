@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template test demo emulator lock clean
+.PHONY: help venv lint format unit integration template build test demo emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -51,7 +51,10 @@ template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
 	$(TOOL_ENV) $(BIN)/cfn-lint template.yaml
 
-test: lint template ## Every check: lint, types, template, unit and integration tests
+build: $(STAMP) ## sam build (the layer's dependencies for arm64, the functions) into .aws-sam/
+	$(TOOL_ENV) $(BIN)/sam build --template template.yaml --build-dir .aws-sam/build
+
+test: lint template build ## Every check: lint, types, template, build, unit and integration tests
 	$(BIN)/pytest -q tests
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)

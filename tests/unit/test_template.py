@@ -1,0 +1,244 @@
+"""Security- and contract-relevant properties of template.yaml after the SAM transform."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+# Actions AWS cannot scope to a resource; any other action on "*" is a finding.
+UNSCOPABLE = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "secretsmanager:GetRandomPassword",
+    "secretsmanager:ListSecrets",
+    "secretsmanager:BatchGetSecretValue",
+}
+
+
+class _NoManagedPolicies:
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@cache
+def source() -> dict[str, Any]:
+    return yaml_parse(TEMPLATE.read_text())  # type: ignore[no-any-return]
+
+
+@cache
+def _transformed() -> dict[str, Any]:
+    template = yaml_parse(TEMPLATE.read_text())
+    for resource in template["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in resource.get("Properties", {}):
+                resource["Properties"][key] = "s3://bucket/key"
+    return transform(template, {}, _NoManagedPolicies())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def resources(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return _transformed()["Resources"]  # type: ignore[no-any-return]
+
+
+def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {name: r for name, r in resources.items() if r["Type"] == kind}
+
+
+def statements(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every statement, with the branches of an ``Fn::If`` (true and false) both included."""
+    for statement in document["Statement"]:
+        if "Fn::If" in statement:
+            for branch in statement["Fn::If"][1:]:
+                if isinstance(branch, dict) and "Effect" in branch:
+                    yield branch
+        else:
+            yield statement
+
+
+def policy_documents(resources: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, resource in resources.items():
+        properties = resource.get("Properties", {})
+        if resource["Type"] == "AWS::IAM::Role":
+            for policy in properties.get("Policies", []):
+                yield name, policy["PolicyDocument"]
+        if resource["Type"] == "AWS::IAM::ManagedPolicy":
+            yield name, properties["PolicyDocument"]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_every_function_runs_python_3_13_on_arm64(resources: dict[str, Any]) -> None:
+    functions = of_type(resources, "AWS::Lambda::Function")
+    assert functions
+    for function in functions.values():
+        assert function["Properties"]["Runtime"] == "python3.13"
+        assert function["Properties"]["Architectures"] == ["arm64"]
+
+
+def test_the_rotator_reserves_concurrency_from_a_parameter_defaulting_to_1(
+    resources: dict[str, Any],
+) -> None:
+    parameter = source()["Parameters"]["RotatorReservedConcurrency"]
+    assert parameter["Default"] == 1
+    reserved = resources["RotatorFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert reserved == {
+        "Fn::If": [
+            "ReserveRotatorConcurrency",
+            {"Ref": "RotatorReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+
+
+def test_the_rotator_timeout_covers_the_refresh_guard(resources: dict[str, Any]) -> None:
+    from cmstoken.rotation import REFRESH_GUARD_SECONDS
+
+    assert resources["RotatorFunction"]["Properties"]["Timeout"] >= 3 * REFRESH_GUARD_SECONDS
+
+
+def test_functions_get_the_contract_environment(resources: dict[str, Any]) -> None:
+    variables = resources["RotatorFunction"]["Properties"]["Environment"]["Variables"]
+    assert {
+        "SERVICE_BASE_URL",
+        "REFRESH_SECRET_ID",
+        "SERVICE_TOKEN_SECRET_ID",
+        "REFRESH_MARGIN_SECONDS",
+        "MIN_REFRESH_INTERVAL_SECONDS",
+        "VERIFY_SERVICE_TOKEN",
+        "ABSOLUTE_LIFETIME_SECONDS",
+        "POWERTOOLS_METRICS_NAMESPACE",
+        "POWERTOOLS_SERVICE_NAME",
+    } <= set(variables)
+    assert variables["REFRESH_SECRET_ID"] == {"Ref": "RefreshCredentialSecret"}
+    assert variables["SERVICE_TOKEN_SECRET_ID"] == {"Ref": "ServiceTokenSecret"}
+
+
+def test_both_secrets_are_created_empty(resources: dict[str, Any]) -> None:
+    secrets = of_type(resources, "AWS::SecretsManager::Secret")
+    assert set(secrets) == {"RefreshCredentialSecret", "ServiceTokenSecret"}
+    for secret in secrets.values():
+        assert "SecretString" not in secret["Properties"]
+        assert "GenerateSecretString" not in secret["Properties"]
+        assert secret["Properties"]["KmsKeyId"]["Fn::If"][0] == "HasKmsKey"
+
+
+def test_no_wildcard_resource_except_for_unscopable_actions(resources: dict[str, Any]) -> None:
+    for name, document in policy_documents(resources):
+        for statement in statements(document):
+            if statement["Effect"] == "Allow" and "*" in as_list(statement["Resource"]):
+                assert set(as_list(statement["Action"])) <= UNSCOPABLE, (name, statement)
+
+
+def test_the_rotator_role_touches_only_the_two_secrets(resources: dict[str, Any]) -> None:
+    secret_statements = [
+        statement
+        for _, document in policy_documents({"RotatorRole": resources["RotatorRole"]})
+        for statement in statements(document)
+        if any(a.startswith("secretsmanager:") for a in as_list(statement["Action"]))
+    ]
+    assert len(secret_statements) == 1
+    statement = secret_statements[0]
+    assert set(statement["Action"]) == {
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:PutSecretValue",
+    }
+    assert statement["Resource"] == [
+        {"Ref": "RefreshCredentialSecret"},
+        {"Ref": "ServiceTokenSecret"},
+    ]
+
+
+def test_the_consumer_policy_reads_the_service_token_secret_and_nothing_else(
+    resources: dict[str, Any],
+) -> None:
+    document = resources["ConsumerPolicy"]["Properties"]["PolicyDocument"]
+    found = list(statements(document))
+    read, decrypt = found
+    assert set(read["Action"]) == {
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:DescribeSecret",
+    }
+    assert read["Resource"] == {"Ref": "ServiceTokenSecret"}
+    assert decrypt["Action"] == "kms:Decrypt"
+    assert decrypt["Resource"] == {"Ref": "KmsKeyArn"}
+    assert "kms:ViaService" in decrypt["Condition"]["StringEquals"]
+    assert document["Statement"][1]["Fn::If"][0] == "HasKmsKey"
+
+
+def test_only_the_products_functions_may_read_the_refresh_credential(
+    resources: dict[str, Any],
+) -> None:
+    policy = resources["RefreshCredentialSecretPolicy"]["Properties"]
+    assert policy["SecretId"] == {"Ref": "RefreshCredentialSecret"}
+    (deny,) = policy["ResourcePolicy"]["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Principal"] == "*"
+    assert deny["Action"] == "secretsmanager:GetSecretValue"
+    allowed = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    roles = {item["Fn::GetAtt"][0] for item in allowed}
+    functions = of_type(resources, "AWS::Lambda::Function")
+    assert roles == {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()}
+
+
+def test_each_function_has_its_own_role(resources: dict[str, Any]) -> None:
+    functions = of_type(resources, "AWS::Lambda::Function")
+    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()]
+    assert len(roles) == len(set(roles))
+
+
+def test_the_schedule_retries_and_dead_letters(resources: dict[str, Any]) -> None:
+    schedule = resources["RotatorFunctionSchedule"]["Properties"]
+    assert schedule["ScheduleExpression"] == {"Ref": "RotationSchedule"}
+    target = schedule["Target"]
+    assert target["Arn"] == {"Fn::GetAtt": ["RotatorFunction", "Arn"]}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 2
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+
+
+def test_refresh_requests_from_any_source_reach_the_rotator(resources: dict[str, Any]) -> None:
+    rule = resources["RefreshRequestedRule"]["Properties"]
+    assert rule["EventPattern"] == {"detail-type": ["Service Token Refresh Requested"]}
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["RotatorFunction", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+    permission = resources["RefreshRequestedPermission"]["Properties"]
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["RefreshRequestedRule", "Arn"]}
+
+
+def test_failed_asynchronous_invocations_go_to_the_dead_letter_queue(
+    resources: dict[str, Any],
+) -> None:
+    config = resources["RotatorFunctionEventInvokeConfig"]["Properties"]
+    assert config["MaximumRetryAttempts"] == 2
+    destination = config["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+
+
+def test_logs_go_to_log_groups_with_retention(resources: dict[str, Any]) -> None:
+    groups = of_type(resources, "AWS::Logs::LogGroup")
+    for group in groups.values():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    for function in of_type(resources, "AWS::Lambda::Function").values():
+        assert function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"] in groups
+
+
+def test_outputs_name_everything_a_user_needs_next() -> None:
+    outputs = source()["Outputs"]
+    assert {
+        "RefreshCredentialSecretArn",
+        "ServiceTokenSecretArn",
+        "ConsumerPolicyArn",
+        "RotatorFunctionName",
+        "RotatorFunctionArn",
+        "RotationDeadLetterQueueUrl",
+    } <= set(outputs)
