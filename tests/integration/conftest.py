@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from moto.server import ThreadedMotoServer
 
 from cmsemu import Emulator
 from cmstoken import runtime
@@ -23,40 +24,82 @@ def emulator() -> Iterator[Emulator]:
         yield emu
 
 
-@pytest.fixture
-def stack(
-    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, lambda_context: Any, lambda_logs: None
-) -> Iterator[Stack]:
-    """Both secrets created empty in moto (in-process), the functions' environment pointing at
-    the emulator, and the functions' clock being the emulator's."""
+def _open_stack(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Stack:
+    """Point the functions' environment at the emulator and the current AWS endpoint, create
+    both secrets empty, and make the functions' clock the emulator's."""
     for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
         "SERVICE_BASE_URL": emulator.base_url,
         "REFRESH_SECRET_ID": REFRESH_SECRET,
         "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
     }.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     clock = EmulatorClock(emulator)
     monkeypatch.setattr(runtime, "CLOCK", clock)
     runtime.reset()
+    client = boto3.client("secretsmanager")
+    client.create_secret(Name=REFRESH_SECRET)
+    client.create_secret(Name=SERVICE_SECRET)
+    stack = Stack(
+        emulator=emulator,
+        clock=clock,
+        secretsmanager=client,
+        context_factory=lambda: type(lambda_context)(),
+    )
+    runtime.store().client.meta.events.register(
+        "before-call.secrets-manager.*",
+        lambda model, **_: stack.aws_calls.update([model.name]),
+    )
+    return stack
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dummy credentials and a region, so that nothing can reach a real account."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def stack(
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+    lambda_context: Any,
+    lambda_logs: None,
+    aws_credentials: None,
+) -> Iterator[Stack]:
+    """A stack on moto in-process, wired to the emulator."""
     with mock_aws():
-        client = boto3.client("secretsmanager")
-        client.create_secret(Name=REFRESH_SECRET)
-        client.create_secret(Name=SERVICE_SECRET)
-        stack = Stack(
-            emulator=emulator,
-            clock=clock,
-            secretsmanager=client,
-            context_factory=lambda: type(lambda_context)(),
-        )
-        store_client = runtime.store().client
-        store_client.meta.events.register(
-            "before-call.secrets-manager.*",
-            lambda model, **_: stack.aws_calls.update([model.name]),
-        )
-        yield stack
+        yield _open_stack(emulator, monkeypatch, lambda_context)
+    runtime.reset()
+
+
+@pytest.fixture
+def moto_server(monkeypatch: pytest.MonkeyPatch, aws_credentials: None) -> Iterator[str]:
+    """moto's server on 127.0.0.1 (ephemeral port); boto3 reaches it through AWS_ENDPOINT_URL."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def server_stack(
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+    lambda_context: Any,
+    lambda_logs: None,
+    moto_server: str,
+) -> Iterator[Stack]:
+    """A stack on moto's server over HTTP, wired to the emulator over HTTP."""
+    yield _open_stack(emulator, monkeypatch, lambda_context)
     runtime.reset()
