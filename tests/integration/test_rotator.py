@@ -12,6 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from cmstoken import runtime
+from cmstoken.credentials import CredentialVault
 from cmstoken.errors import (
     ConfigurationError,
     InsufficientTimeError,
@@ -320,17 +321,17 @@ def test_two_overlapping_invocations_refresh_exactly_once(
     stack.seed()
     make_due(stack)
     barrier = threading.Barrier(2, timeout=10)
-    original = Rotator._read_credential
+    original = CredentialVault.read_refresh
     first_reads: set[int] = set()
 
-    def read_then_wait(self: Rotator, deadline: float) -> Any:
+    def read_then_wait(self: CredentialVault, deadline: float) -> Any:
         snapshot = original(self, deadline)
         if id(self) not in first_reads:
             first_reads.add(id(self))
             barrier.wait()  # both have read the same version before either claims
         return snapshot
 
-    monkeypatch.setattr(Rotator, "_read_credential", read_then_wait)
+    monkeypatch.setattr(CredentialVault, "read_refresh", read_then_wait)
     results: list[Any] = []
 
     def invoke() -> None:
@@ -361,7 +362,7 @@ def test_a_live_lease_of_another_invocation_is_respected(stack: Stack) -> None:
         clock=stack.clock,
         owner="other-invocation",
     )
-    snapshot = rotator._read_credential(now + 120)
+    snapshot = rotator.vault.read_refresh(now + 120)
     rotator._claim(snapshot, now + 120)
     result = stack.invoke("rotator", {})
     assert result == {**result, "outcome": "skipped", "reason": "another rotation holds the lease"}

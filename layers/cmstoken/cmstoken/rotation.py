@@ -22,11 +22,11 @@ means another writer won a race (the run starts over); an unchanged one is marke
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .clock import Clock, to_iso
+from .credentials import CredentialVault, Snapshot
 from .documents import (
     STATUS_ACTIVE,
     STATUS_REAUTHORIZATION_REQUIRED,
@@ -38,20 +38,17 @@ from .documents import (
 )
 from .errors import (
     CredentialRejectedError,
-    DocumentError,
     InsufficientTimeError,
     NotBootstrappedError,
     ReauthorizationRequiredError,
     RotationError,
     StoreUnavailableError,
-    TokenRefusedError,
-    TransientError,
-    VerificationFailedError,
     VersionConflictError,
 )
 from .identity import IdentityClient
+from .publishing import Publisher
 from .redaction import fingerprint
-from .retry import RetryPolicy, call_with_retries
+from .retry import RetryPolicy
 from .service import ServiceClient
 from .settings import Settings
 from .store import SecretStore
@@ -73,8 +70,6 @@ RAW_TOKEN_MIN_SECONDS = 300.0
 LEASE_GRACE_SECONDS = 30.0
 # How often one run starts over after losing a race to another writer.
 MAX_RACES = 3
-
-STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
 
 
 @dataclass(frozen=True)
@@ -101,14 +96,6 @@ class RotationResult:
         }
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    """The refresh credential document as read, with the version it was read at."""
-
-    secret: RefreshSecret
-    version_id: str | None
-
-
 class _RaceLostError(Exception):
     """Another writer changed the credential while this run worked: re-read and decide again."""
 
@@ -127,15 +114,19 @@ class Rotator:
         upstream_retry: RetryPolicy | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
         self.service = service
         self.clock = clock
         self.owner = owner
-        self.upstream_retry = upstream_retry or RetryPolicy()
-        self.published: ServiceTokenDocument | None = None
+        self.vault = CredentialVault(settings, store, clock)
+        self.publisher = Publisher(
+            service, self.vault, clock, verify=settings.verify_service_token, retry=upstream_retry
+        )
         self.credential: RefreshCredential | None = None
-        self._published_version: str | None = None
-        self._identities: dict[str, IdentityClient] = {}
+
+    @property
+    def published(self) -> ServiceTokenDocument | None:
+        """The service token document this run last read or wrote."""
+        return self.vault.published
 
     # --- the run --------------------------------------------------------------------------
 
@@ -145,7 +136,7 @@ class Rotator:
             due = self._due_reason(request, deadline)
             if isinstance(due, RotationResult):
                 return due
-            snapshot = self._read_credential(deadline)
+            snapshot = self.vault.read_refresh(deadline)
             try:
                 return self._rotate(request, due, snapshot, deadline)
             except _RaceLostError:
@@ -156,7 +147,7 @@ class Rotator:
         )
 
     def _due_reason(self, request: RotationRequest, deadline: float) -> str | RotationResult:
-        published = self._read_published(deadline)
+        published = self.vault.read_published(deadline)
         now = self.clock.now()
         if published is None:
             return "service token missing or unreadable"
@@ -174,7 +165,7 @@ class Rotator:
         return "forced"
 
     def _rotate(
-        self, request: RotationRequest, due: str, snapshot: _Snapshot, deadline: float
+        self, request: RotationRequest, due: str, snapshot: Snapshot, deadline: float
     ) -> RotationResult:
         credential = snapshot.secret.credential
         if credential is None:
@@ -204,7 +195,7 @@ class Rotator:
             return self._skip("another rotation holds the lease", self.published)
         raw = snapshot.secret.raw_access_token
         if raw is not None and self._unpublished(credential, raw, now):
-            published = self._publish(credential, raw, deadline)
+            published = self.publisher.publish(credential, raw, deadline)
             return self._rotated("exchanged the stored raw access token", published, False)
 
         if deadline - now < REFRESH_GUARD_SECONDS:
@@ -221,18 +212,18 @@ class Rotator:
                 "credential": fingerprint(credential.refresh_token),
             },
         )
+        identity = IdentityClient(
+            credential.issuer_url, transport=self.service.transport, clock=self.clock
+        )
         try:
-            tokens = call_with_retries(
-                lambda: self._identity(credential.issuer_url).refresh(
+            tokens = self.publisher.upstream(
+                lambda timeout: identity.refresh(
                     client_id=credential.client_id,
                     refresh_token=credential.refresh_token,
-                    read_timeout=self._budget(deadline - WRITE_RESERVE_SECONDS),
+                    read_timeout=timeout,
                 ),
-                retry_on=(TransientError,),
-                policy=self.upstream_retry,
-                clock=self.clock,
-                deadline=deadline - WRITE_RESERVE_SECONDS,
-                description="refresh",
+                deadline - WRITE_RESERVE_SECONDS,
+                "refresh",
             )
         except CredentialRejectedError as exc:
             raise self._credential_rejected(credential, exc, deadline) from exc
@@ -258,7 +249,7 @@ class Rotator:
             },
         )
         try:
-            published = self._publish(rotated, new_raw, deadline)
+            published = self.publisher.publish(rotated, new_raw, deadline)
         except Exception:
             self._release(stored, deadline)
             raise
@@ -266,74 +257,70 @@ class Rotator:
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _claim(self, snapshot: _Snapshot, deadline: float) -> _Snapshot:
+    def _claim(self, snapshot: Snapshot, deadline: float) -> Snapshot:
         """Write the lease as the version replacing the one read; a lost race starts over."""
         lease = Lease(owner=self.owner, expires_at=deadline + LEASE_GRACE_SECONDS)
         claimed = replace(snapshot.secret, lease=lease)
         try:
-            version = self._write_refresh(claimed, snapshot.version_id, deadline)
+            return self.vault.write_refresh(claimed, snapshot.version_id, deadline)
         except VersionConflictError as exc:
             raise _RaceLostError from exc
-        return _Snapshot(secret=claimed, version_id=version)
 
     def _store_rotation(
         self,
-        claimed: _Snapshot,
+        claimed: Snapshot,
         previous: RefreshCredential,
         rotated: RefreshCredential,
         raw: RawAccessToken,
         deadline: float,
-    ) -> _Snapshot:
+    ) -> Snapshot:
         """Store the rotated credential over the claim, merging with any writer that came
         between (a bootstrap's pending authorization, say) as long as the credential is ours.
         The lease stays until it expires, covering the exchange and the publication."""
-        snapshot = claimed
-        while True:
-            updated = replace(
-                snapshot.secret,
-                credential=rotated,
-                raw_access_token=raw,
-                lease=claimed.secret.lease,
+
+        def merge(document: RefreshSecret) -> RefreshSecret | None:
+            current = document.credential
+            if current is None or current.refresh_token != previous.refresh_token:
+                return None  # a new authorization replaced the credential meanwhile
+            return replace(
+                document, credential=rotated, raw_access_token=raw, lease=claimed.secret.lease
             )
-            try:
-                version = self._write_refresh(updated, snapshot.version_id, deadline)
-            except StoreUnavailableError:
-                logger.critical(
-                    "the rotated refresh token could not be stored before the deadline and is "
-                    "lost; the next run will find the used one and report reauthorization",
-                    extra={"previous": fingerprint(previous.refresh_token)},
-                )
-                raise
-            except VersionConflictError:
-                snapshot = self._read_credential(deadline)
-                current = snapshot.secret.credential
-                if current is None or current.refresh_token != previous.refresh_token:
-                    logger.warning(
-                        "a new authorization replaced the credential during the refresh; "
-                        "the rotated token of the old one is dropped"
-                    )
-                    raise _RaceLostError from None
-                continue
-            return _Snapshot(secret=updated, version_id=version)
+
+        try:
+            stored = self.vault.update_refresh(claimed, merge, deadline)
+        except StoreUnavailableError:
+            logger.critical(
+                "the rotated refresh token could not be stored before the deadline and is "
+                "lost; the next run will find the used one and report reauthorization",
+                extra={"previous": fingerprint(previous.refresh_token)},
+            )
+            raise
+        if stored is None:
+            logger.warning(
+                "a new authorization replaced the credential during the refresh; "
+                "the rotated token of the old one is dropped"
+            )
+            raise _RaceLostError
+        return stored
 
     def _credential_rejected(
         self, credential: RefreshCredential, error: CredentialRejectedError, deadline: float
     ) -> ReauthorizationRequiredError:
         """``invalid_grant`` / ``invalid_client``: a race (raises ``_RaceLostError``) or a dead
         credential, marked as such; returns the error to raise."""
-        current = self._read_credential(deadline)
+        current = self.vault.read_refresh(deadline)
         if (
             current.secret.credential is not None
             and current.secret.credential.refresh_token != credential.refresh_token
         ):
             raise _RaceLostError from error
         marked = replace(credential, status=STATUS_REAUTHORIZATION_REQUIRED)
-        self._write_refresh(
+        self.vault.write_refresh(
             replace(current.secret, credential=marked, lease=None), current.version_id, deadline
         )
         self.credential = marked
         if self.published is not None:
-            self._write_published(
+            self.vault.write_published(
                 replace(self.published, credential_status=STATUS_REAUTHORIZATION_REQUIRED),
                 deadline,
             )
@@ -347,120 +334,15 @@ class Rotator:
             " a person must authorize again: run the bootstrap"
         )
 
-    def _release(self, held: _Snapshot, deadline: float) -> None:
+    def _release(self, held: Snapshot, deadline: float) -> None:
         """Give the lease back after a handled failure, so that a retry need not wait for it.
         ``held`` is the newest version this run wrote."""
         try:
-            self._write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
+            self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
             logger.warning("could not release the rotation lease; it expires by itself")
 
-    def _publish(
-        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float
-    ) -> ServiceTokenDocument:
-        """Exchange, verify, and only then publish the service token."""
-        service_token = call_with_retries(
-            lambda: self.service.exchange(
-                raw.token, fallback_expires_at=raw.expires_at, read_timeout=self._budget(deadline)
-            ),
-            retry_on=(TransientError,),
-            policy=self.upstream_retry,
-            clock=self.clock,
-            deadline=deadline,
-            description="exchange",
-        )
-        if self.settings.verify_service_token:
-            try:
-                call_with_retries(
-                    lambda: self.service.list_projects(
-                        service_token.token, read_timeout=self._budget(deadline)
-                    ),
-                    retry_on=(TransientError,),
-                    policy=self.upstream_retry,
-                    clock=self.clock,
-                    deadline=deadline,
-                    description="verify",
-                )
-            except TokenRefusedError as exc:
-                raise VerificationFailedError(
-                    f"the service refused the new service token ({exc}); the previous token "
-                    "stays published"
-                ) from exc
-        document = ServiceTokenDocument(
-            token=service_token.token,
-            expires_at=service_token.expires_at,
-            api_url=self.service.api_url,
-            issued_at=self.clock.now(),
-            refreshed_at=credential.refreshed_at,
-            reauthorize_by=credential.reauthorize_by,
-            credential_status=STATUS_ACTIVE,
-        )
-        self._write_published(document, deadline)
-        return document
-
-    # --- reads and writes -------------------------------------------------------------------
-
-    def _read_published(self, deadline: float) -> ServiceTokenDocument | None:
-        value = self._store_call(
-            lambda: self.store.read(self.settings.service_token_secret_id), deadline
-        )
-        self._published_version = value.version_id
-        if value.text is None:
-            return None
-        try:
-            self.published = ServiceTokenDocument.from_json(value.text)
-        except DocumentError as exc:
-            logger.warning("published service token is unreadable", extra={"error": str(exc)})
-            return None
-        return self.published
-
-    def _read_credential(self, deadline: float) -> _Snapshot:
-        value = self._store_call(lambda: self.store.read(self.settings.refresh_secret_id), deadline)
-        if value.text is None:
-            return _Snapshot(secret=RefreshSecret(), version_id=None)
-        return _Snapshot(secret=RefreshSecret.from_json(value.text), version_id=value.version_id)
-
-    def _write_refresh(self, secret: RefreshSecret, replacing: str | None, deadline: float) -> str:
-        text = secret.to_json()
-        return self._store_call(
-            lambda: self.store.write(self.settings.refresh_secret_id, text, replacing=replacing),
-            deadline,
-        )
-
-    def _write_published(self, document: ServiceTokenDocument, deadline: float) -> None:
-        text = document.to_json()
-        try:
-            self._published_version = self._store_call(
-                lambda: self.store.write(
-                    self.settings.service_token_secret_id,
-                    text,
-                    replacing=self._published_version,
-                ),
-                deadline,
-            )
-        except VersionConflictError:
-            logger.warning("another writer published a service token at the same time; kept it")
-            return
-        self.published = document
-
-    def _store_call[T](self, operation: Callable[[], T], deadline: float) -> T:
-        return call_with_retries(
-            operation,
-            retry_on=(StoreUnavailableError,),
-            policy=STORE_RETRY,
-            clock=self.clock,
-            deadline=deadline - 1.0,
-            description="secrets manager",
-        )
-
     # --- helpers ----------------------------------------------------------------------------
-
-    def _identity(self, issuer_url: str) -> IdentityClient:
-        if issuer_url not in self._identities:
-            self._identities[issuer_url] = IdentityClient(
-                issuer_url, transport=self.service.transport, clock=self.clock
-            )
-        return self._identities[issuer_url]
 
     def _unpublished(self, credential: RefreshCredential, raw: RawAccessToken, now: float) -> bool:
         """True when the stored raw token is from a refresh whose service token never made it
@@ -473,9 +355,6 @@ class Rotator:
             or published.credential_status != STATUS_ACTIVE
             or int(published.issued_at) < int(credential.refreshed_at)
         )
-
-    def _budget(self, until: float) -> float:
-        return max(0.5, until - self.clock.now())
 
     def _metadata(self, credential: RefreshCredential | None) -> dict[str, Any]:
         published = self.published

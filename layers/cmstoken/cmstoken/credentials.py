@@ -1,0 +1,123 @@
+"""The two secret documents as the functions see them: typed reads, and writes that name the
+version they replace, retried on Secrets Manager throttling until shortly before a deadline."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .clock import Clock
+from .documents import RefreshSecret, ServiceTokenDocument
+from .errors import DocumentError, StoreUnavailableError, VersionConflictError
+from .retry import RetryPolicy, call_with_retries
+from .settings import Settings
+from .store import SecretStore
+
+logger = logging.getLogger(__name__)
+
+STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
+# Secrets Manager retries stop this long before the caller's deadline.
+STORE_DEADLINE_MARGIN = 1.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The refresh credential document as read (or written), with its version."""
+
+    secret: RefreshSecret
+    version_id: str | None
+
+
+class CredentialVault:
+    """Reads and writes the refresh credential and the published service token documents.
+
+    ``published`` is the service token document last read or written (``None`` when the
+    secret is empty or unreadable).
+    """
+
+    def __init__(self, settings: Settings, store: SecretStore, clock: Clock) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.published: ServiceTokenDocument | None = None
+        self._published_version: str | None = None
+
+    def read_refresh(self, deadline: float) -> Snapshot:
+        """The refresh credential document (empty when the secret has no value yet)."""
+        value = self._call(lambda: self.store.read(self.settings.refresh_secret_id), deadline)
+        if value.text is None:
+            return Snapshot(secret=RefreshSecret(), version_id=None)
+        return Snapshot(secret=RefreshSecret.from_json(value.text), version_id=value.version_id)
+
+    def write_refresh(
+        self, secret: RefreshSecret, replacing: str | None, deadline: float
+    ) -> Snapshot:
+        """Write ``secret`` as the version replacing ``replacing``; ``VersionConflictError`` when
+        another writer replaced it first."""
+        text = secret.to_json()
+        version = self._call(
+            lambda: self.store.write(self.settings.refresh_secret_id, text, replacing=replacing),
+            deadline,
+        )
+        return Snapshot(secret=secret, version_id=version)
+
+    def update_refresh(
+        self,
+        snapshot: Snapshot,
+        change: Callable[[RefreshSecret], RefreshSecret | None],
+        deadline: float,
+    ) -> Snapshot | None:
+        """Write ``change(document)``; when another writer came first, re-read and apply
+        ``change`` to the newer document. ``change`` returning ``None`` abandons the update
+        (and so does this method)."""
+        while True:
+            updated = change(snapshot.secret)
+            if updated is None:
+                return None
+            try:
+                return self.write_refresh(updated, snapshot.version_id, deadline)
+            except VersionConflictError:
+                logger.info("refresh credential changed by another writer; merging")
+                snapshot = self.read_refresh(deadline)
+
+    def read_published(self, deadline: float) -> ServiceTokenDocument | None:
+        """The published service token document; ``None`` when empty or unreadable."""
+        value = self._call(lambda: self.store.read(self.settings.service_token_secret_id), deadline)
+        self._published_version = value.version_id
+        self.published = None
+        if value.text is not None:
+            try:
+                self.published = ServiceTokenDocument.from_json(value.text)
+            except DocumentError as exc:
+                logger.warning("published service token is unreadable", extra={"error": str(exc)})
+        return self.published
+
+    def write_published(self, document: ServiceTokenDocument, deadline: float) -> bool:
+        """Publish ``document`` over the version last read; ``False`` when another writer
+        published first (theirs is kept: it is verified too)."""
+        if self._published_version is None and self.published is None:
+            self.read_published(deadline)
+        text = document.to_json()
+        try:
+            self._published_version = self._call(
+                lambda: self.store.write(
+                    self.settings.service_token_secret_id, text, replacing=self._published_version
+                ),
+                deadline,
+            )
+        except VersionConflictError:
+            logger.warning("another writer published a service token at the same time; kept it")
+            return False
+        self.published = document
+        return True
+
+    def _call[T](self, operation: Callable[[], T], deadline: float) -> T:
+        return call_with_retries(
+            operation,
+            retry_on=(StoreUnavailableError,),
+            policy=STORE_RETRY,
+            clock=self.clock,
+            deadline=deadline - STORE_DEADLINE_MARGIN,
+            description="secrets manager",
+        )

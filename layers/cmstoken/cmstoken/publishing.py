@@ -1,0 +1,83 @@
+"""Publishing a service token: exchange the raw access token, verify the service token with a
+project listing, and only then write it where consumers read it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .clock import Clock
+from .credentials import CredentialVault
+from .documents import STATUS_ACTIVE, RawAccessToken, RefreshCredential, ServiceTokenDocument
+from .errors import TokenRefusedError, TransientError, VerificationFailedError
+from .retry import RetryPolicy, call_with_retries
+from .service import ServiceClient
+
+# The shortest read timeout an upstream call gets when its deadline is near.
+MIN_READ_TIMEOUT = 0.5
+
+
+class Publisher:
+    """Turns a raw access token into a published, verified service token."""
+
+    def __init__(
+        self,
+        service: ServiceClient,
+        vault: CredentialVault,
+        clock: Clock,
+        *,
+        verify: bool,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.service = service
+        self.vault = vault
+        self.clock = clock
+        self.verify = verify
+        self.retry = retry or RetryPolicy()
+
+    def upstream[T](self, operation: Callable[[float], T], deadline: float, what: str) -> T:
+        """Run an upstream call (given its read timeout) with bounded retries of transient
+        errors, none of them running past ``deadline``."""
+        return call_with_retries(
+            lambda: operation(max(MIN_READ_TIMEOUT, deadline - self.clock.now())),
+            retry_on=(TransientError,),
+            policy=self.retry,
+            clock=self.clock,
+            deadline=deadline,
+            description=what,
+        )
+
+    def publish(
+        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float
+    ) -> ServiceTokenDocument:
+        """Exchange, verify (unless disabled), publish. ``VerificationFailedError`` when the
+        service refuses the new token: the previous one stays published."""
+        token = self.upstream(
+            lambda timeout: self.service.exchange(
+                raw.token, fallback_expires_at=raw.expires_at, read_timeout=timeout
+            ),
+            deadline,
+            "exchange",
+        )
+        if self.verify:
+            try:
+                self.upstream(
+                    lambda timeout: self.service.list_projects(token.token, read_timeout=timeout),
+                    deadline,
+                    "verify",
+                )
+            except TokenRefusedError as exc:
+                raise VerificationFailedError(
+                    f"the service refused the new service token ({exc}); the previous token "
+                    "stays published"
+                ) from exc
+        document = ServiceTokenDocument(
+            token=token.token,
+            expires_at=token.expires_at,
+            api_url=self.service.api_url,
+            issued_at=self.clock.now(),
+            refreshed_at=credential.refreshed_at,
+            reauthorize_by=credential.reauthorize_by,
+            credential_status=STATUS_ACTIVE,
+        )
+        self.vault.write_published(document, deadline)
+        return document
