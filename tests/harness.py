@@ -109,3 +109,11 @@ def secret_values(stack: Stack) -> list[str]:
             if isinstance(raw, dict):
                 values.append(raw["token"])
     return values
+
+
+def approve_pending(stack: Stack) -> str:
+    """Approve the pending authorization's user code at the emulator; returns the code."""
+    pending = stack.refresh_document().pending
+    assert pending is not None
+    stack.emulator.approve(pending.user_code)
+    return pending.user_code

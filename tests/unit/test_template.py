@@ -242,3 +242,8 @@ def test_outputs_name_everything_a_user_needs_next() -> None:
         "RotatorFunctionArn",
         "RotationDeadLetterQueueUrl",
     } <= set(outputs)
+
+
+def test_the_bootstrap_can_wait_for_a_whole_device_code(resources: dict[str, Any]) -> None:
+    assert resources["BootstrapFunction"]["Properties"]["Timeout"] >= 900
+    assert "BootstrapFunctionName" in source()["Outputs"]

@@ -37,6 +37,11 @@ def to_iso(epoch: float) -> str:
     return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def optional_iso(epoch: float | None) -> str | None:
+    """``to_iso`` of a time that may be unknown (``None`` stays ``None``)."""
+    return None if epoch is None else to_iso(epoch)
+
+
 def parse_iso(text: str) -> float:
     """Epoch seconds of an ISO 8601 time that names its offset (``Z`` or ``+00:00``).
 

@@ -9,12 +9,13 @@ in ``extra`` and written back unchanged, so that no writer drops what another on
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .clock import parse_iso, to_iso
+from .clock import optional_iso, parse_iso, to_iso
 from .errors import DocumentError
 
 SCHEMA_VERSION = 1
@@ -86,10 +87,6 @@ def _load(text: str | bytes, where: str) -> dict[str, Any]:
     return document
 
 
-def _optional_iso(epoch: float | None) -> str | None:
-    return None if epoch is None else to_iso(epoch)
-
-
 def _dump(fields: dict[str, Any], extra: Mapping[str, Any]) -> str:
     merged = {**extra, **fields, "schema_version": SCHEMA_VERSION}
     return json.dumps(merged, sort_keys=True, separators=(",", ":"))
@@ -124,7 +121,8 @@ class PendingAuthorization:
             "interval": self.interval,
             "started_at": to_iso(self.started_at),
             "expires_at": to_iso(self.expires_at),
-            "next_poll_at": to_iso(self.next_poll_at),
+            # Rounded up: a poll resumed from the document is never early.
+            "next_poll_at": to_iso(math.ceil(self.next_poll_at)),
         }
 
     @classmethod
@@ -179,7 +177,7 @@ class RefreshCredential:
             "status": self.status,
             "authorized_at": to_iso(self.authorized_at),
             "refreshed_at": to_iso(self.refreshed_at),
-            "reauthorize_by": _optional_iso(self.reauthorize_by),
+            "reauthorize_by": optional_iso(self.reauthorize_by),
             "free_trial": self.free_trial,
         }
 
@@ -351,8 +349,8 @@ class ServiceTokenDocument:
                 "expires_at": to_iso(self.expires_at),
                 "api_url": self.api_url,
                 "issued_at": to_iso(self.issued_at),
-                "refreshed_at": _optional_iso(self.refreshed_at),
-                "reauthorize_by": _optional_iso(self.reauthorize_by),
+                "refreshed_at": optional_iso(self.refreshed_at),
+                "reauthorize_by": optional_iso(self.reauthorize_by),
                 "credential_status": self.credential_status,
             },
             extra,

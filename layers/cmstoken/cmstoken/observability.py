@@ -83,3 +83,10 @@ def record_freshness(rotator: Rotator, clock: Clock) -> None:
         metrics.add_metric(
             name="RefreshTokenAgeSeconds", unit=MetricUnit.Seconds, value=round(now - refreshed_at)
         )
+
+
+def record_bootstrap(status: str) -> None:
+    """The bootstrap's outcome counters (all 0 for a ``status`` report)."""
+    _count("BootstrapAuthorized", status == "authorized")
+    _count("BootstrapPending", status == "pending")
+    _count("BootstrapFailed", status in ("failed", "expired", "denied"))

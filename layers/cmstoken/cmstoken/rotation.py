@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .clock import Clock, to_iso
+from .clock import Clock, optional_iso, to_iso
 from .credentials import CredentialVault, Snapshot
 from .documents import (
     STATUS_ACTIVE,
@@ -90,9 +90,9 @@ class RotationResult:
             "outcome": self.outcome,
             "reason": self.reason,
             "refreshed": self.refreshed,
-            "service_token_expires_at": _iso(self.service_token_expires_at),
-            "refreshed_at": _iso(self.refreshed_at),
-            "reauthorize_by": _iso(self.reauthorize_by),
+            "service_token_expires_at": optional_iso(self.service_token_expires_at),
+            "refreshed_at": optional_iso(self.refreshed_at),
+            "reauthorize_by": optional_iso(self.reauthorize_by),
         }
 
 
@@ -388,7 +388,3 @@ class Rotator:
             refreshed=refreshed,
             **self._metadata(self.credential),
         )
-
-
-def _iso(epoch: float | None) -> str | None:
-    return None if epoch is None else to_iso(epoch)

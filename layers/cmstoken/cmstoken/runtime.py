@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from functools import cache
 
+from .bootstrap import Bootstrapper
 from .clock import SystemClock
 from .rotation import Rotator
 from .service import ServiceClient
@@ -36,6 +37,11 @@ def service() -> ServiceClient:
 def rotator(owner: str) -> Rotator:
     """A rotator for one invocation (``owner`` names it in leases)."""
     return Rotator(settings(), store=store(), service=service(), clock=CLOCK, owner=owner)
+
+
+def bootstrapper() -> Bootstrapper:
+    """A bootstrapper for one invocation."""
+    return Bootstrapper(settings(), store=store(), service=service(), clock=CLOCK)
 
 
 def reset() -> None:

@@ -71,6 +71,7 @@ class Settings:
     min_refresh_interval_seconds: int = 600
     verify_service_token: bool = True
     absolute_lifetime_seconds: int = 2592000
+    free_trial: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -84,6 +85,7 @@ class Settings:
             min_refresh_interval_seconds=read.seconds("MIN_REFRESH_INTERVAL_SECONDS", 600),
             verify_service_token=read.flag("VERIFY_SERVICE_TOKEN", True),
             absolute_lifetime_seconds=read.seconds("ABSOLUTE_LIFETIME_SECONDS", 2592000),
+            free_trial=read.flag("FREE_TRIAL", False),
         )
         if (
             settings.refresh_secret_id

@@ -1,0 +1,34 @@
+"""Bootstrap function: the one-time device authorization inside AWS (SPEC section 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from cmstoken import runtime
+from cmstoken.bootstrap import BootstrapRequest
+from cmstoken.errors import CmsTokenError
+from cmstoken.observability import logger, metrics, record_bootstrap
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    """``{"action": "start" | "poll" | "status"}``; failures of start and poll are results."""
+    deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
+    try:
+        request = BootstrapRequest.from_event(event)
+    except CmsTokenError:
+        record_bootstrap("failed")
+        raise
+    try:
+        result = runtime.bootstrapper().handle(request, deadline=deadline)
+    except CmsTokenError as exc:
+        record_bootstrap("failed")
+        if request.action == "status":
+            raise
+        logger.error("bootstrap failed", extra={"action": request.action, "error": str(exc)})
+        return {"status": "failed", "message": str(exc)}
+    record_bootstrap(str(result.get("status", "reported")))
+    return result
