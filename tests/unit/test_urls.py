@@ -47,7 +47,16 @@ def test_rejected_urls_name_the_setting_and_the_rule(url: str, problem: str) -> 
     assert "SERVICE_BASE_URL" in str(info.value)
 
 
-def test_rejected_url_message_never_echoes_a_password() -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:hunter2secret@api.example.com",
+        "ftp://user:hunter2secret@api.example.com",
+        "http://user:hunter2secret@example.com",
+        "hunter2secret",
+    ],
+)
+def test_rejected_url_messages_never_echo_the_url(url: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        validate_url("https://user:hunter2secret@api.example.com", what="base URL")
+        validate_url(url, what="base URL")
     assert "hunter2secret" not in str(info.value)

@@ -118,12 +118,10 @@ class DevicePoller:
             now = self.clock.now()
             poll_at = max(now, schedule.next_poll_at)
             if poll_at >= schedule.expires_at:
-                if stop_at is not None and stop_at < schedule.expires_at:
-                    return None
-                self.clock.sleep(schedule.expires_at - now)
+                # No poll is left before the code expires: waiting for it would change nothing.
                 raise ExpiredTokenError(
-                    f"device_token: the code expired at {to_iso(schedule.expires_at)} before it "
-                    "was authorized; start the flow again",
+                    "device_token: the code expired before it was approved (it ends at "
+                    f"{to_iso(schedule.expires_at)}, before the next poll); start the flow again",
                     endpoint="device_token",
                     code="expired_token",
                 )

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import requests
 from requests.structures import CaseInsensitiveDict
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from . import __version__
 from .errors import (
@@ -46,15 +47,16 @@ def validate_url(url: str, *, what: str, allow_query: bool = False) -> str:
         host = parts.hostname
         parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError as exc:
-        raise ConfigurationError(f"{what} is not a valid URL: {exc}") from exc
+        raise ConfigurationError(f"{what} is not a valid URL ({exc})") from exc
+    # Checked first, and no message repeats the URL: it might carry a password.
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(f"{what} must not contain a user name or password")
     if parts.scheme not in ("https", "http") or not host:
-        raise ConfigurationError(f"{what} must be an absolute https URL, got {url!r}")
+        raise ConfigurationError(f"{what} must be an absolute https URL (https://host/...)")
     if parts.scheme == "http" and host not in LOOPBACK_HOSTS:
         raise ConfigurationError(
             f"{what} must use https (plain http is allowed only for 127.0.0.1, ::1 and localhost)"
         )
-    if parts.username is not None or parts.password is not None:
-        raise ConfigurationError(f"{what} must not contain a user name or password")
     if parts.fragment or (parts.query and not allow_query):
         raise ConfigurationError(f"{what} must not contain a query or fragment")
     return url.strip() if parts.query else url.strip().rstrip("/")
@@ -256,9 +258,7 @@ def _origin(url: str) -> str:
 
 
 def _is_connect_failure(exc: requests.ConnectionError) -> bool:
-    """True when the request never reached the server (refused, DNS), so it was not acted on."""
-    text = repr(exc.args[0]) if exc.args else ""
-    return any(
-        marker in text
-        for marker in ("NewConnectionError", "NameResolutionError", "Failed to establish")
-    )
+    """True when the request never reached the server (refused, unresolvable, connect timeout),
+    so it was certainly not acted on."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, NewConnectionError | NameResolutionError | ConnectTimeoutError)

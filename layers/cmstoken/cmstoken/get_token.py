@@ -1,0 +1,348 @@
+"""``get-token``: the interactive helper of service-api.md section 4, in Python.
+
+Runs the device authorization (or a refresh), exchanges the raw access token for a service token
+and prints the result on standard output, in JSON (for jq) or plain text. Prompts, the
+verification address, progress and errors go to standard error, which never carries a token, a
+refresh token or a device code.
+
+Only the upstream clients are imported: no boto3, no Powertools, so the command starts quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NoReturn, TextIO
+
+from .clock import Clock, SystemClock, to_iso
+from .device_flow import start_device_authorization
+from .errors import CmsTokenError, ConfigurationError, TransientError
+from .http import validate_url
+from .identity import IdentityClient
+from .models import RawTokens, ServiceToken
+from .redaction import REDACTED, scrub
+from .retry import RetryPolicy, call_with_retries
+from .service import ServiceClient
+
+PROG = "get-token"
+ENV_BASE_URL = "SERVICE_BASE_URL"
+FORMATS = ("json", "plain")
+PROMPT = "Press y once you have approved the login in your browser (y/N): "
+YES = frozenset({"y", "yes"})
+TOKEN_TYPE = "Bearer"  # noqa: S105 -- a token type, not a secret
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# The exchange is the one step worth retrying here: the raw token is already spent on it.
+EXCHANGE_RETRIES = RetryPolicy(attempts=3, base_delay=1.0, max_delay=4.0, max_retry_after=30.0)
+
+DESCRIPTION = """\
+Get a Cluster Management Service token. Without --refresh: log in with the device
+authorization flow (open the printed address, approve the login, then press y). With
+--refresh: renew from a refresh token. Either way the raw access token is then exchanged
+for the service token, which is printed with the new refresh token.
+"""
+
+EPILOG = f"""\
+environment:
+  {ENV_BASE_URL}    the service's address ({{base_url}}), used when --base-url is not
+                      given; https, or http on 127.0.0.1, ::1 or localhost
+
+output (standard output only; everything else goes to standard error):
+  json    one JSON object: {{"access_token": <service token>, "refresh_token": <new refresh
+          token>, "scope": <granted scope>, "expires_in": <seconds until the service token
+          expires>, "token_type": "Bearer"}}
+  plain   three lines: "access_token: ...", "refresh_token: ...", "expires_in: ..."
+  If the exchange fails after new tokens were issued, only the new refresh token (and scope)
+  is printed, so that it is not lost, and the exit code is 1.
+
+exit codes:
+  0    success
+  1    upstream or authorization failure (denied, expired, unreachable, refused, aborted)
+  2    usage error (bad option or value, missing or invalid base URL)
+  130  interrupted (Ctrl-C)
+"""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The parsed command line."""
+
+    base_url: str
+    free_trial: bool
+    output_format: str
+    refresh_token: str | None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the command prints: the raw token response, the service token (absent when the
+    exchange failed) and the scope to report."""
+
+    tokens: RawTokens
+    scope: str
+    service_token: ServiceToken | None = None
+
+
+class AbortedError(CmsTokenError):
+    """The user did not confirm the login."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose error messages never echo a stray token."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print usage and a scrubbed message to stderr, exit 2."""
+        if message.startswith("unrecognized arguments:"):
+            words = message.split(":", 1)[1].split()
+            message = "unrecognized arguments: " + " ".join(
+                word if word.startswith("-") else REDACTED for word in words
+            )
+        super().error(scrub(message))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser, with the help text."""
+    parser = _Parser(
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "-ft",
+        "--freetrial",
+        action="store_true",
+        dest="free_trial",
+        help="log in with a free-trial account (uses the provider's freetrialClientId)",
+    )
+    parser.add_argument(
+        "-o",
+        "--format",
+        choices=FORMATS,
+        default="json",
+        dest="output_format",
+        help="output format (default: json)",
+    )
+    parser.add_argument(
+        "-r",
+        "--refresh",
+        metavar="TOKEN",
+        dest="refresh_token",
+        help=(
+            "renew from this refresh token instead of logging in; the token given is void "
+            "afterwards: keep the new refresh_token of the output (use the same -ft as when "
+            "it was obtained)"
+        ),
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"the service's address ({{base_url}}); default: ${ENV_BASE_URL}",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Options:
+    """Parse the command line and resolve the base URL; exits 2 (with usage) on a usage error."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    # argparse takes "-f" for "-ft" (single-dash prefixes match even without abbreviations)
+    if "-f" in words[: words.index("--") if "--" in words else None]:
+        parser.error("unrecognized arguments: -f (the free-trial flag is -ft)")
+    args = parser.parse_args(words)
+    base_url = args.base_url if args.base_url is not None else environ.get(ENV_BASE_URL, "")
+    if not base_url.strip():
+        parser.error(f"no service address: pass --base-url or set {ENV_BASE_URL}")
+    try:
+        base_url = validate_url(base_url, what="service base URL")
+    except ConfigurationError as exc:
+        parser.error(str(exc))
+    if args.refresh_token is not None and not args.refresh_token.strip():
+        parser.error("argument -r/--refresh: the refresh token is empty")
+    return Options(
+        base_url=base_url,
+        free_trial=args.free_trial,
+        output_format=args.output_format,
+        refresh_token=args.refresh_token,
+    )
+
+
+def run_device_flow(
+    service: ServiceClient, *, free_trial: bool, stdin: TextIO | None, stderr: TextIO
+) -> Result:
+    """Provider information and a device code, the address on stderr, the (y/N) confirmation,
+    then RFC 8628 polling until the tokens arrive (or a terminal error)."""
+    started = start_device_authorization(service, free_trial=free_trial)
+    authorization = started.authorization
+    account = " (free-trial account)" if free_trial else ""
+    _say(
+        stderr,
+        f"\nTo log in{account}, open this address in a browser and approve the request:\n\n"
+        f"    {authorization.verification_uri_complete}\n\n"
+        f"and check that the page shows this code:\n\n"
+        f"    {authorization.user_code}\n\n"
+        f"The code is valid for {_duration(authorization.expires_in)} "
+        f"(until {to_iso(authorization.expires_at)}).\n",
+    )
+    stderr.write(PROMPT)
+    stderr.flush()
+    answer = stdin.readline() if stdin is not None else ""
+    if not answer or not _is_terminal(stdin):
+        _say(stderr, "")  # nobody pressed Enter on this line
+    if answer.strip().lower() not in YES:
+        raise AbortedError("aborted")
+    _say(stderr, "Waiting for the authorization...")
+    tokens = started.poller().run()
+    if tokens is None:  # only with a stop_at, which is not given
+        raise AbortedError("polling stopped before the authorization finished")
+    _say(stderr, "Authorized.")
+    return Result(tokens=tokens, scope=tokens.scope or started.provider.scope)
+
+
+def run_refresh(
+    service: ServiceClient, refresh_token: str, *, free_trial: bool, stderr: TextIO
+) -> Result:
+    """Provider information, then a refresh with the provider's (free-trial) client id."""
+    provider = service.provider_info()
+    identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
+    _say(stderr, "Refreshing...")
+    try:
+        tokens = identity.refresh(
+            client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
+        )
+    except TransientError as exc:
+        if exc.outcome_unknown:
+            _say(
+                stderr, "The identity provider may have acted: the refresh token given may be void."
+            )
+        raise
+    _say(
+        stderr,
+        "The refresh token given is now void: keep the new refresh_token of this output "
+        "for the next run.",
+    )
+    return Result(tokens=tokens, scope=tokens.scope or provider.scope)
+
+
+def exchange(service: ServiceClient, result: Result) -> Result:
+    """The raw access token exchanged for the service token (transient failures retried)."""
+    tokens = result.tokens
+    service_token = call_with_retries(
+        lambda: service.exchange(
+            tokens.access_token, fallback_expires_at=tokens.access_token_expires_at
+        ),
+        retry_on=(TransientError,),
+        policy=EXCHANGE_RETRIES,
+        clock=service.clock,
+        description="exchange",
+    )
+    return Result(tokens=tokens, scope=result.scope, service_token=service_token)
+
+
+def render(result: Result, output_format: str, *, now: float) -> str:
+    """The standard output text (newline-terminated). Without a service token (failed
+    exchange) only the refresh token and scope are rendered, so that they are not lost."""
+    fields: dict[str, str | int] = {}
+    if result.service_token is not None:
+        fields["access_token"] = result.service_token.token
+    fields["refresh_token"] = result.tokens.refresh_token
+    if output_format == "plain":
+        if result.service_token is not None:
+            fields["expires_in"] = _seconds_left(result.service_token, now)
+        return "".join(f"{key}: {value}\n" for key, value in fields.items())
+    fields["scope"] = result.scope
+    if result.service_token is not None:
+        fields["expires_in"] = _seconds_left(result.service_token, now)
+        fields["token_type"] = TOKEN_TYPE
+    return json.dumps(fields) + "\n"
+
+
+def run(
+    options: Options,
+    service: ServiceClient,
+    *,
+    stdin: TextIO | None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """Obtain the tokens, exchange, print; returns the exit code. ``CmsTokenError`` and
+    ``KeyboardInterrupt`` before the tokens exist propagate to the caller."""
+    if options.refresh_token is not None:
+        result = run_refresh(
+            service, options.refresh_token, free_trial=options.free_trial, stderr=stderr
+        )
+    else:
+        result = run_device_flow(service, free_trial=options.free_trial, stdin=stdin, stderr=stderr)
+    try:
+        result = exchange(service, result)
+    except (CmsTokenError, KeyboardInterrupt) as exc:
+        # The refresh token just issued is the only way back in without a new login: keep it.
+        stdout.write(render(result, options.output_format, now=service.clock.now()))
+        stdout.flush()
+        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        _say(
+            stderr,
+            f"{PROG}: {reason}\n{PROG}: the exchange failed; the new refresh token is on "
+            f"standard output: run {PROG} -r with it to try again",
+        )
+        return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else EXIT_FAILURE
+    stdout.write(render(result, options.output_format, now=service.clock.now()))
+    stdout.flush()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``get-token`` console script; returns the exit code (0, 1, 2 or 130)."""
+    try:
+        options = parse_args(argv, os.environ)
+    except SystemExit as exc:  # argparse: -h (0) or a usage error (2)
+        if exc.code is None:
+            return EXIT_OK
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    clock: Clock = SystemClock()
+    service = ServiceClient(options.base_url, clock=clock)
+    try:
+        return run(options, service, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
+    except CmsTokenError as exc:
+        _say(sys.stderr, f"{PROG}: {exc}")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _say(sys.stderr, f"\n{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    finally:
+        service.transport.close()
+
+
+def _say(stream: TextIO, text: str) -> None:
+    print(text, file=stream, flush=True)
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def _seconds_left(service_token: ServiceToken, now: float) -> int:
+    return max(0, int(service_token.expires_at - now))
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 60 or seconds < 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = seconds // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""The ``get-token`` console script, run as a subprocess against the emulator over HTTP.
+
+Every run answers the (y/N) prompt on stdin and is killed if it outlives its timeout; every run
+checks that no token it produced or was given appears on standard error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from cmsemu import Emulator
+
+pytestmark = pytest.mark.integration
+
+COMMAND = [sys.executable, "-m", "cmstoken.get_token"]
+USER_CODE = re.compile(r"[B-Z]{4}-[B-Z]{4}")
+JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.")
+TIMEOUT = 20.0
+
+
+@dataclass
+class Outcome:
+    """A finished run: exit code, both streams, and the user code shown (if any)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    user_code: str | None = None
+    secrets: list[str] = field(default_factory=list)
+
+    def json(self) -> dict[str, Any]:
+        document = json.loads(self.stdout)
+        assert isinstance(document, dict)
+        self.secrets += [str(document.get("access_token")), str(document.get("refresh_token"))]
+        return document
+
+    def assert_no_secret_on_stderr(self, *extra: str) -> None:
+        for secret in [*self.secrets, *extra]:
+            assert secret not in self.stderr
+        assert not JWT.search(self.stderr), self.stderr
+
+
+def environment(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SERVICE_BASE_URL"}
+    env.update(overrides)
+    return env
+
+
+def run(args: Sequence[str], *, stdin: str = "", env: dict[str, str] | None = None) -> Outcome:
+    """A non-interactive run: ``stdin`` written at once, then end of input."""
+    process = subprocess.Popen(
+        [*COMMAND, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env if env is not None else environment(),
+    )
+    try:
+        stdout, stderr = process.communicate(stdin, timeout=TIMEOUT)
+    finally:
+        process.kill()
+        process.wait()
+    return Outcome(process.returncode, stdout, stderr)
+
+
+def interactive(
+    emu: Emulator,
+    args: Sequence[str],
+    *,
+    act: Callable[[str], None] | None = None,
+    answer: str | None = "y\n",
+    interrupt: bool = False,
+) -> Outcome:
+    """A device-flow run: wait for the user code on stderr, ``act`` on it (approve, deny...),
+    then write ``answer`` (None: just close stdin) or press Ctrl-C (``interrupt``), and wait for
+    the end."""
+    process = subprocess.Popen(
+        [*COMMAND, "--base-url", emu.base_url, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    stderr_parts: list[str] = []
+    stdout_parts: list[str] = []
+
+    def pump_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            stderr_parts.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    def pump_stdout() -> None:
+        assert process.stdout is not None
+        stdout_parts.append(process.stdout.read())
+
+    readers = [
+        threading.Thread(target=pump_stderr, daemon=True),
+        threading.Thread(target=pump_stdout, daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    user_code = None
+    try:
+        while user_code is None:
+            line = lines.get(timeout=TIMEOUT)
+            if line is None:
+                break
+            found = USER_CODE.search(line)
+            if found:
+                user_code = found.group(0)
+        assert process.stdin is not None
+        if user_code is not None and interrupt:
+            time.sleep(0.2)  # most likely at the prompt by now; anywhere after the code will do
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=TIMEOUT)
+        elif user_code is not None:
+            if act is not None:
+                act(user_code)
+            if answer is not None:
+                process.stdin.write(answer)
+        process.stdin.close()
+        process.wait(timeout=TIMEOUT)
+    finally:
+        process.kill()
+        process.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+    return Outcome(process.returncode, "".join(stdout_parts), "".join(stderr_parts), user_code)
+
+
+@pytest.fixture
+def emu(emulator: Emulator) -> Emulator:
+    """The emulator with a 1 s polling interval, so that runs are quick on the real clock."""
+    emulator.config.poll_interval = 1
+    return emulator
+
+
+def test_json_output_holds_a_working_service_token(emu: Emulator) -> None:
+    outcome = interactive(emu, [], act=emu.approve)
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert list(document) == ["access_token", "refresh_token", "scope", "expires_in", "token_type"]
+    assert emu.service_token_valid(document["access_token"])
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert document["token_type"] == "Bearer"
+    assert document["scope"] == emu.config.scope
+    assert isinstance(document["expires_in"], int)
+    assert emu.config.service_token_lifetime - 30 <= document["expires_in"]
+    assert document["expires_in"] <= emu.config.service_token_lifetime
+    assert outcome.stdout.strip().count("\n") == 0  # nothing but the one object
+    assert outcome.user_code is not None
+    assert f"user_code={outcome.user_code}" in outcome.stderr  # verification_uri_complete
+    assert "(y/N)" in outcome.stderr
+    assert "valid for" in outcome.stderr
+    assert emu.counts["exchange"] == 1
+    outcome.assert_no_secret_on_stderr()
+
+
+def test_plain_output(emu: Emulator) -> None:
+    outcome = interactive(emu, ["-o", "plain"], act=emu.approve, answer="Yes\n")
+    assert outcome.returncode == 0, outcome.stderr
+    lines = outcome.stdout.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        "access_token",
+        "refresh_token",
+        "expires_in",
+    ]
+    values = [line.split(": ", 1)[1] for line in lines]
+    outcome.secrets += values[:2]
+    assert emu.service_token_valid(values[0])
+    assert emu.refresh_token_valid(values[1])
+    assert 0 < int(values[2]) <= emu.config.service_token_lifetime
+    outcome.assert_no_secret_on_stderr()
+
+
+def test_free_trial_family_belongs_to_the_free_trial_client(emu: Emulator) -> None:
+    login = interactive(emu, ["--freetrial"], act=emu.approve)
+    assert login.returncode == 0, login.stderr
+    refresh_token = login.json()["refresh_token"]
+    login.assert_no_secret_on_stderr()
+
+    wrong_client = run(["--base-url", emu.base_url, "-r", refresh_token])
+    assert wrong_client.returncode == 1
+    assert wrong_client.stdout == ""
+    assert "invalid_grant" in wrong_client.stderr
+    wrong_client.assert_no_secret_on_stderr(refresh_token)
+    assert emu.refresh_token_valid(refresh_token)  # refused, not spent
+
+    renewed = run(["--base-url", emu.base_url, "-ft", "-r", refresh_token])
+    assert renewed.returncode == 0, renewed.stderr
+    document = renewed.json()
+    assert emu.service_token_valid(document["access_token"])
+    assert emu.refresh_token_valid(document["refresh_token"])
+    renewed.assert_no_secret_on_stderr(refresh_token)
+
+
+def test_refresh_rotates_and_reminds(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    outcome = run(["--refresh", old], env=environment(SERVICE_BASE_URL=emu.base_url))
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert document["refresh_token"] != old
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert not emu.refresh_token_valid(old)
+    assert emu.service_token_valid(document["access_token"])
+    assert document["scope"] == emu.config.refresh_scope
+    assert "void" in outcome.stderr
+    assert "keep the new refresh_token" in outcome.stderr
+    assert emu.counts["device_code"] == 0
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_exchange_failure_keeps_the_new_refresh_token(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("exchange", "status", status=400, error="bad_request")
+    outcome = run(["--base-url", emu.base_url, "-r", old])
+    assert outcome.returncode == 1
+    document = outcome.json()
+    assert "access_token" not in document
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert "exchange" in outcome.stderr
+    assert "-r" in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_transient_exchange_failure_is_retried(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("exchange", "status", status=503)
+    outcome = run(["--base-url", emu.base_url, "-r", old])
+    assert outcome.returncode == 0, outcome.stderr
+    assert emu.service_token_valid(outcome.json()["access_token"])
+    assert emu.counts["exchange"] == 2
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_no_aborts_without_polling(emu: Emulator) -> None:
+    outcome = interactive(emu, [], act=emu.approve, answer="n\n")
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert "get-token: aborted" in outcome.stderr
+    assert emu.counts["device_token"] == 0
+    outcome.assert_no_secret_on_stderr()
+
+
+def test_end_of_input_aborts(emu: Emulator) -> None:
+    outcome = interactive(emu, [], act=emu.approve, answer=None)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert "aborted" in outcome.stderr
+    assert emu.counts["device_token"] == 0
+
+
+def test_ctrl_c_exits_130_quietly(emu: Emulator) -> None:
+    outcome = interactive(emu, [], answer=None, interrupt=True)
+    assert outcome.returncode == 130
+    assert "interrupted" in outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    assert emu.counts["device_token"] == 0
+
+
+def test_denial(emu: Emulator) -> None:
+    outcome = interactive(emu, [], act=emu.deny)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert "denied" in outcome.stderr
+    assert emu.counts["exchange"] == 0
+    outcome.assert_no_secret_on_stderr()
+
+
+def test_expiry_tells_the_user_to_start_again(emu: Emulator) -> None:
+    emu.config.device_code_lifetime = 3
+    outcome = interactive(emu, [])
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert "expired" in outcome.stderr
+    assert "start" in outcome.stderr
+    assert "again" in outcome.stderr
+    assert emu.counts["exchange"] == 0
+
+
+def test_slow_down_adds_five_seconds(emu: Emulator) -> None:
+    def slow_down_then_approve(user_code: str) -> None:
+        emu.inject("device_token", "status", status=429, error="slow_down")
+        emu.approve(user_code)
+
+    outcome = interactive(emu, [], act=slow_down_then_approve)
+    assert outcome.returncode == 0, outcome.stderr
+    assert emu.service_token_valid(outcome.json()["access_token"])
+    polls = [record for record in emu.requests if record.endpoint == "device_token"]
+    assert [record.status for record in polls] == [429, 200]
+    assert polls[1].at - polls[0].at >= 5.0
+    outcome.assert_no_secret_on_stderr()
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["-o", "xml"], ["-r"], ["-f"]])
+def test_bad_flags_are_usage_errors(emu: Emulator, args: list[str]) -> None:
+    outcome = run(["--base-url", emu.base_url, *args])
+    assert outcome.returncode == 2
+    assert outcome.stdout == ""
+    assert "usage: get-token" in outcome.stderr
+    assert sum(emu.counts.values()) == 0
+
+
+def test_stray_arguments_are_not_echoed(emu: Emulator) -> None:
+    stray = "v1.looks-like-a-refresh-token"
+    outcome = run(["--base-url", emu.base_url, stray])
+    assert outcome.returncode == 2
+    outcome.assert_no_secret_on_stderr(stray)
+
+
+def test_no_base_url_is_a_usage_error() -> None:
+    outcome = run([])
+    assert outcome.returncode == 2
+    assert outcome.stdout == ""
+    assert "SERVICE_BASE_URL" in outcome.stderr
+
+
+@pytest.mark.parametrize("url", ["http://cms.example.com", "ftp://127.0.0.1/", "not a url"])
+def test_invalid_base_url_is_a_usage_error(url: str) -> None:
+    outcome = run(["--base-url", url])
+    assert outcome.returncode == 2
+    assert outcome.stdout == ""
+    assert "usage: get-token" in outcome.stderr
+
+
+def test_plain_http_elsewhere_than_loopback_is_refused_from_the_environment() -> None:
+    outcome = run([], env=environment(SERVICE_BASE_URL="http://cms.example.com"))
+    assert outcome.returncode == 2
+    assert "https" in outcome.stderr
+
+
+def test_unreachable_service() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    outcome = run(["--base-url", f"http://127.0.0.1:{port}", "-r", "v1.some-refresh-token"])
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert "cannot reach" in outcome.stderr
+    outcome.assert_no_secret_on_stderr("v1.some-refresh-token")
+
+
+def test_help() -> None:
+    outcome = run(["-h"])
+    assert outcome.returncode == 0
+    for text in [
+        "-ft, --freetrial",
+        "-o, --format",
+        "-r, --refresh",
+        "--base-url",
+        "SERVICE_BASE_URL",
+        "json",
+        "plain",
+        "exit codes",
+    ]:
+        assert text in outcome.stdout
+
+
+def test_no_aws_modules_on_the_import_path() -> None:
+    code = (
+        "import sys, cmstoken.get_token; print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('boto3','botocore','aws_lambda_powertools')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,291 @@
+"""``get-token`` without sockets: argument parsing, the (y/N) answer, output rendering, and the
+exchange-failure path, on a scripted transport and a fake clock."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from cmstoken import get_token
+from cmstoken.errors import AccessDeniedError
+from cmstoken.get_token import AbortedError, Options, Result, parse_args, render, run
+from cmstoken.models import RawTokens, ServiceToken
+from cmstoken.service import ServiceClient
+from support import (
+    DEVICE_DOCUMENT,
+    PROVIDER_DOCUMENT,
+    TOKENS_DOCUMENT,
+    Answer,
+    FakeClock,
+    ScriptedTransport,
+    make_jwt,
+    response,
+)
+
+BASE_URL = "https://cms.example.com"
+
+
+def service(script: list[Answer]) -> tuple[ServiceClient, ScriptedTransport, FakeClock]:
+    clock = FakeClock()
+    transport = ScriptedTransport(script=script, clock=clock)
+    return ServiceClient(BASE_URL, transport=transport, clock=clock), transport, clock
+
+
+def options(**changes: object) -> Options:
+    values: dict[str, object] = {
+        "base_url": BASE_URL,
+        "free_trial": False,
+        "output_format": "json",
+        "refresh_token": None,
+    }
+    values.update(changes)
+    return Options(**values)  # type: ignore[arg-type]
+
+
+def service_token_document(clock: FakeClock, lifetime: int = 3600) -> dict[str, str]:
+    return {"token": make_jwt({"exp": int(clock.now()) + lifetime, "sub": "user"})}
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+def test_defaults_and_the_environment() -> None:
+    parsed = parse_args([], {"SERVICE_BASE_URL": BASE_URL + "/"})
+    assert parsed == options()
+
+
+def test_flags_and_base_url_beat_the_environment() -> None:
+    parsed = parse_args(
+        ["-ft", "-o", "plain", "-r", "v1.refresh", "--base-url", "http://127.0.0.1:8080"],
+        {"SERVICE_BASE_URL": BASE_URL},
+    )
+    assert parsed == Options("http://127.0.0.1:8080", True, "plain", "v1.refresh")
+    long_form = parse_args(
+        ["--freetrial", "--format=json", "--refresh=v1.refresh"], {"SERVICE_BASE_URL": BASE_URL}
+    )
+    assert long_form == options(free_trial=True, refresh_token="v1.refresh")
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        ([], {}, "SERVICE_BASE_URL"),
+        ([], {"SERVICE_BASE_URL": "  "}, "SERVICE_BASE_URL"),
+        (["--base-url", "http://cms.example.com"], {}, "https"),
+        (["--base-url", BASE_URL, "-o", "xml"], {}, "invalid choice"),
+        (["--base-url", BASE_URL, "-f"], {}, "-ft"),
+        (["--base-url", BASE_URL, "-r", ""], {}, "empty"),
+        (["--base-url", BASE_URL, "--bogus"], {}, "--bogus"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str],
+    environ: dict[str, str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        parse_args(argv, environ)
+    assert raised.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: get-token" in captured.err
+    assert message in captured.err
+
+
+def test_stray_words_are_not_echoed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--base-url", BASE_URL, "v1.stray-refresh-token", "--bogus"], {})
+    err = capsys.readouterr().err
+    assert "v1.stray-refresh-token" not in err
+    assert "--bogus" in err
+
+
+def test_main_returns_exit_codes_for_help_and_usage(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SERVICE_BASE_URL", raising=False)
+    assert get_token.main(["-h"]) == 0
+    assert "exit codes" in capsys.readouterr().out
+    assert get_token.main(["--bogus"]) == 2
+    assert get_token.main([]) == 2
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def result(clock: FakeClock, *, exchanged: bool = True) -> Result:
+    tokens = RawTokens.parse(TOKENS_DOCUMENT, received_at=clock.now(), endpoint="refresh")
+    token = ServiceToken(token="eyJ.service.token", expires_at=clock.now() + 3600.7)
+    return Result(tokens=tokens, scope="openid", service_token=token if exchanged else None)
+
+
+def test_render_json() -> None:
+    clock = FakeClock()
+    text = render(result(clock), "json", now=clock.now())
+    assert text.endswith("\n")
+    assert json.loads(text) == {
+        "access_token": "eyJ.service.token",
+        "refresh_token": TOKENS_DOCUMENT["refresh_token"],
+        "scope": "openid",
+        "expires_in": 3600,
+        "token_type": "Bearer",
+    }
+
+
+def test_render_plain() -> None:
+    clock = FakeClock()
+    assert render(result(clock), "plain", now=clock.now() + 600) == (
+        "access_token: eyJ.service.token\n"
+        f"refresh_token: {TOKENS_DOCUMENT['refresh_token']}\n"
+        "expires_in: 3000\n"
+    )
+
+
+def test_render_never_goes_negative_nor_prints_null() -> None:
+    clock = FakeClock()
+    assert json.loads(render(result(clock), "json", now=clock.now() + 10**6))["expires_in"] == 0
+    partial = render(result(clock, exchanged=False), "json", now=clock.now())
+    assert json.loads(partial) == {
+        "refresh_token": TOKENS_DOCUMENT["refresh_token"],
+        "scope": "openid",
+    }
+    assert "null" not in partial
+    plain = render(result(clock, exchanged=False), "plain", now=clock.now())
+    assert plain == f"refresh_token: {TOKENS_DOCUMENT['refresh_token']}\n"
+
+
+# -- the device flow and the refresh, scripted ------------------------------------------------
+
+
+def device_script(clock: FakeClock) -> list[Answer]:
+    return [
+        response(200, PROVIDER_DOCUMENT),
+        response(200, DEVICE_DOCUMENT),
+        response(403, {"error": "authorization_pending", "error_description": "pending"}),
+        response(200, TOKENS_DOCUMENT),
+        response(200, service_token_document(clock)),
+    ]
+
+
+@pytest.mark.parametrize("answer", ["y\n", "Y\n", "yes\n", "YES\n", " Yes \n", "y"])
+def test_yes_continues(answer: str) -> None:
+    client, transport, clock = service([])
+    transport.script = device_script(clock)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = run(options(), client, stdin=io.StringIO(answer), stdout=stdout, stderr=stderr)
+    assert code == 0
+    document = json.loads(stdout.getvalue())
+    assert document["expires_in"] == 3600 - 10  # two polls at a 5 s interval
+    assert document["scope"] == TOKENS_DOCUMENT["scope"]
+    err = stderr.getvalue()
+    assert DEVICE_DOCUMENT["verification_uri_complete"] in err
+    assert DEVICE_DOCUMENT["user_code"] in err
+    assert "15 minutes" in err
+    assert get_token.PROMPT in err
+    for secret in [
+        DEVICE_DOCUMENT["device_code"],
+        TOKENS_DOCUMENT["refresh_token"],
+        document["access_token"],
+    ]:
+        assert secret not in err
+    assert [sent.endpoint for sent in transport.sent] == [
+        "provider",
+        "device_code",
+        "device_token",
+        "device_token",
+        "exchange",
+    ]
+
+
+@pytest.mark.parametrize("answer", ["n\n", "no\n", "\n", "yy\n", ""])
+def test_anything_else_aborts_before_polling(answer: str) -> None:
+    client, transport, clock = service([])
+    transport.script = device_script(clock)
+    stdout = io.StringIO()
+    with pytest.raises(AbortedError, match="aborted"):
+        run(options(), client, stdin=io.StringIO(answer), stdout=stdout, stderr=io.StringIO())
+    assert stdout.getvalue() == ""
+    assert [sent.endpoint for sent in transport.sent] == ["provider", "device_code"]
+
+
+def test_free_trial_uses_the_free_trial_client() -> None:
+    client, transport, clock = service([])
+    transport.script = device_script(clock)
+    run(
+        options(free_trial=True),
+        client,
+        stdin=io.StringIO("y\n"),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+    forms = [sent.form for sent in transport.sent if sent.form is not None]
+    assert {form["client_id"] for form in forms} == {PROVIDER_DOCUMENT["freetrialClientId"]}
+
+
+def test_denial_propagates() -> None:
+    client, transport, _ = service([])
+    transport.script = [
+        response(200, PROVIDER_DOCUMENT),
+        response(200, DEVICE_DOCUMENT),
+        response(403, {"error": "access_denied", "error_description": "User cancelled."}),
+    ]
+    with pytest.raises(AccessDeniedError, match="denied"):
+        run(
+            options(),
+            client,
+            stdin=io.StringIO("y\n"),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+
+
+def test_refresh_with_the_scope_fallback_and_a_reminder() -> None:
+    client, transport, clock = service([])
+    tokens = {key: value for key, value in TOKENS_DOCUMENT.items() if key != "scope"}
+    transport.script = [
+        response(200, PROVIDER_DOCUMENT),
+        response(200, tokens),
+        response(200, service_token_document(clock)),
+    ]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = run(
+        options(refresh_token="v1.old-refresh-token", output_format="plain"),
+        client,
+        stdin=None,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    assert code == 0
+    assert stdout.getvalue().splitlines()[1] == f"refresh_token: {TOKENS_DOCUMENT['refresh_token']}"
+    assert "void" in stderr.getvalue()
+    assert "v1.old-refresh-token" not in stderr.getvalue()
+    assert transport.sent[1].form == {
+        "grant_type": "refresh_token",
+        "client_id": PROVIDER_DOCUMENT["clientId"],
+        "refresh_token": "v1.old-refresh-token",
+    }
+
+
+def test_refused_exchange_still_prints_the_new_refresh_token() -> None:
+    client, transport, _ = service([])
+    refused = {"error": {"status": 500, "message": "failed to get token", "details": "no"}}
+    transport.script = [
+        response(200, PROVIDER_DOCUMENT),
+        response(200, TOKENS_DOCUMENT),
+        response(400, refused),
+    ]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = run(
+        options(refresh_token="v1.old-refresh-token"),
+        client,
+        stdin=None,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    assert code == 1
+    assert json.loads(stdout.getvalue())["refresh_token"] == TOKENS_DOCUMENT["refresh_token"]
+    assert "exchange: HTTP 400" in stderr.getvalue()
+    assert TOKENS_DOCUMENT["refresh_token"] not in stderr.getvalue()
