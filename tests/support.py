@@ -153,7 +153,7 @@ class EmulatorClock:
         self.emulator = emulator
         self.start = emulator.now()
         self.sleeps: list[float] = []
-        self._actions: list[tuple[float, Callable[[], None]]] = []
+        self._actions: list[tuple[float, Callable[[], object]]] = []
 
     def now(self) -> float:
         return float(self.emulator.now())
@@ -167,7 +167,7 @@ class EmulatorClock:
             self._actions.remove(item)
             item[1]()
 
-    def at(self, seconds: float, action: Callable[[], None]) -> None:
+    def at(self, seconds: float, action: Callable[[], object]) -> None:
         self._actions.append((seconds, action))
 
 

@@ -1,0 +1,312 @@
+"""``cmstoken-admin``: the operator's command for a deployed stack.
+
+    cmstoken-admin --stack NAME bootstrap [--free-trial | --no-free-trial]
+    cmstoken-admin --stack NAME status
+    cmstoken-admin --stack NAME rotate
+
+It finds the functions from the stack's outputs and invokes them. The invocation goes through the
+small ``Invoker`` interface, so that tests and the local demo run this same code against the
+handlers in-process (``LocalInvoker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Protocol, TextIO
+
+from .clock import parse_iso
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+# One poll invocation waits at most this long, so progress can be shown between them.
+POLL_SLICE_SECONDS = 20
+BOOTSTRAP_OUTPUT = "BootstrapFunctionName"
+ROTATOR_OUTPUT = "RotatorFunctionName"
+
+
+class AdminError(Exception):
+    """A failure to report to the operator (exit status 1)."""
+
+
+class Invoker(Protocol):
+    """Invokes a function synchronously and returns its JSON result."""
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        """The function's result; ``AdminError`` when the function raised."""
+        ...
+
+
+@dataclass(frozen=True)
+class StackFunctions:
+    """The functions of one deployed stack."""
+
+    bootstrap: str
+    rotator: str
+
+
+class LambdaInvoker:
+    """Invokes deployed functions through the Lambda API."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        """Invoke ``function`` with ``payload`` (RequestResponse) and decode its result."""
+        answer = self.client.invoke(
+            FunctionName=function,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(payload).encode(),
+        )
+        body = json.loads(answer["Payload"].read() or b"null")
+        if answer.get("FunctionError"):
+            message = body.get("errorMessage") if isinstance(body, dict) else None
+            kind = body.get("errorType") if isinstance(body, dict) else None
+            raise AdminError(f"{function} failed: {kind or 'error'}: {message or body}")
+        return body
+
+
+class LocalInvoker:
+    """Runs handlers in-process, by function name, with a Lambda-like context."""
+
+    def __init__(
+        self,
+        handlers: Mapping[str, Callable[[Any, Any], Any]],
+        *,
+        timeout_seconds: Mapping[str, float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.handlers = handlers
+        self.timeout_seconds = timeout_seconds
+        self.clock = clock
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        """Call the handler; an exception it raises becomes ``AdminError`` as in Lambda."""
+        ends = self.clock() + self.timeout_seconds[function]
+        context = SimpleNamespace(
+            function_name=function,
+            function_version="$LATEST",
+            memory_limit_in_mb=256,
+            invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:{function}",
+            aws_request_id=f"local-{time.monotonic_ns()}",
+            get_remaining_time_in_millis=lambda: int(max(0.0, ends - self.clock()) * 1000),
+        )
+        try:
+            return self.handlers[function](dict(payload), context)
+        except Exception as exc:
+            raise AdminError(f"{function} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def locate(stack: str, cloudformation: Any) -> StackFunctions:
+    """The stack's functions, from its outputs."""
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as exc:
+        message = exc.response.get("Error", {}).get("Message", "")
+        if "does not exist" in message:
+            raise AdminError(f"stack {stack!r} not found in this account and region") from exc
+        raise AdminError(f"cannot read stack {stack!r}: {message or exc}") from exc
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    missing = [key for key in (BOOTSTRAP_OUTPUT, ROTATOR_OUTPUT) if key not in outputs]
+    if missing:
+        raise AdminError(
+            f"stack {stack!r} has no output {', '.join(missing)}: is it this product's stack?"
+        )
+    return StackFunctions(bootstrap=outputs[BOOTSTRAP_OUTPUT], rotator=outputs[ROTATOR_OUTPUT])
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def bootstrap(
+    invoker: Invoker,
+    functions: StackFunctions,
+    *,
+    free_trial: bool | None,
+    out: TextIO,
+    now: Callable[[], float] = time.time,
+) -> int:
+    """Start the device authorization, show where to approve it, and wait until it ends."""
+    event: dict[str, Any] = {"action": "start"}
+    if free_trial is not None:
+        event["free_trial"] = free_trial
+    started = invoker.invoke(functions.bootstrap, event)
+    if started.get("status") != "pending":
+        raise AdminError(f"start failed: {started.get('message', started)}")
+    _announce(started, out)
+    expires_at = parse_iso(started["expires_at"])
+    while True:
+        left = expires_at - now()
+        wait = max(1, min(POLL_SLICE_SECONDS, int(left)))
+        with _Countdown(out, expires_at, now):
+            result = invoker.invoke(
+                functions.bootstrap, {"action": "poll", "max_wait_seconds": wait}
+            )
+        status = result.get("status")
+        if status == "pending":
+            continue
+        if status == "authorized":
+            out.write(
+                f"\nAuthorized. The service token is published (expires "
+                f"{result.get('service_token_expires_at')}); re-authorize by "
+                f"{result.get('reauthorize_by') or 'no fixed date'}.\n"
+            )
+            return EXIT_OK
+        raise AdminError(f"{status}: {result.get('message', '')}")
+
+
+def status(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
+    """Print the credential's state and any pending authorization; 1 unless it is active."""
+    report = invoker.invoke(functions.bootstrap, {"action": "status"})
+    credential = report.get("credential") or {}
+    rows = [
+        ("credential", credential.get("status")),
+        ("authorized at", credential.get("authorized_at")),
+        ("refreshed at", credential.get("refreshed_at")),
+        ("re-authorize by", credential.get("reauthorize_by")),
+        ("service token expires", credential.get("service_token_expires_at")),
+    ]
+    pending = report.get("pending")
+    if pending:
+        rows.append(("pending code", f"{pending['user_code']} until {pending['expires_at']}"))
+        rows.append(("approve at", pending["verification_uri_complete"]))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        out.write(f"{name:<{width}}  {value if value is not None else '-'}\n")
+    return EXIT_OK if credential.get("status") == "active" else EXIT_FAILED
+
+
+def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
+    """Force a rotation now (debounced by the stack's minimum interval)."""
+    result = invoker.invoke(functions.rotator, {"force": True})
+    out.write(f"{result.get('outcome')}: {result.get('reason')}\n")
+    if result.get("service_token_expires_at"):
+        out.write(f"service token expires {result['service_token_expires_at']}\n")
+    return EXIT_OK if result.get("outcome") in ("rotated", "skipped") else EXIT_FAILED
+
+
+def _announce(started: Mapping[str, Any], out: TextIO) -> None:
+    line = "=" * 64
+    out.write(
+        f"\n{line}\n"
+        f"  Open:   {started['verification_uri_complete']}\n"
+        f"  or go to {started['verification_uri']} and enter the code\n\n"
+        f"          {started['user_code']}\n\n"
+        f"  Approve: Continue, then Confirm, then Confirm.\n"
+        f"  The code expires at {started['expires_at']}.\n"
+        f"{line}\n\n"
+    )
+    out.flush()
+
+
+class _Countdown:
+    """While a poll runs: a live ``waiting ... mm:ss left`` line on a terminal, a plain line
+    per poll elsewhere."""
+
+    def __init__(self, out: TextIO, expires_at: float, now: Callable[[], float]) -> None:
+        self.out = out
+        self.expires_at = expires_at
+        self.now = now
+        self.live = bool(getattr(out, "isatty", lambda: False)())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _line(self) -> str:
+        left = max(0, int(self.expires_at - self.now()))
+        return f"waiting for approval: {left // 60:02d}:{left % 60:02d} left"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.out.write(f"\r{self._line()}  ")
+            self.out.flush()
+
+    def __enter__(self) -> _Countdown:
+        if self.live:
+            self._thread.start()
+        else:
+            self.out.write(self._line() + "\n")
+            self.out.flush()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.live:
+            self._stop.set()
+            self._thread.join()
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; argparse exits 2 on a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="cmstoken-admin",
+        description="Operate a deployed Cluster Management Service token stack: authorize it "
+        "(bootstrap), check it (status), rotate now (rotate).",
+        epilog="Uses your AWS credentials and region (AWS_PROFILE, AWS_REGION, ...). Exit "
+        "status: 0 success, 1 failure, 2 usage error.",
+    )
+    parser.add_argument("--stack", required=True, help="the CloudFormation stack name")
+    parser.add_argument("--region", help="AWS region (default: from your AWS configuration)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    start = commands.add_parser("bootstrap", help="authorize the stack with the device flow")
+    trial = start.add_mutually_exclusive_group()
+    trial.add_argument("--free-trial", dest="free_trial", action="store_true", default=None)
+    trial.add_argument("--no-free-trial", dest="free_trial", action="store_false")
+    commands.add_parser("status", help="show the credential's state (exit 1 unless active)")
+    commands.add_parser("rotate", help="force a rotation now")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, out: TextIO) -> int:
+    """Run the parsed command against ``functions``."""
+    if args.command == "bootstrap":
+        return bootstrap(invoker, functions, free_trial=args.free_trial, out=out)
+    if args.command == "status":
+        return status(invoker, functions, out=out)
+    return rotate(invoker, functions, out=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``cmstoken-admin``."""
+    args = parse_args(argv)
+    try:
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
+
+        try:
+            session = boto3.Session(region_name=args.region)
+            functions = locate(args.stack, session.client("cloudformation"))
+            lambda_client = session.client(
+                "lambda", config=Config(read_timeout=910, retries={"max_attempts": 0})
+            )
+            return run(args, LambdaInvoker(lambda_client), functions, sys.stderr)
+        except NoCredentialsError as exc:
+            raise AdminError(
+                "no AWS credentials found: configure them (aws configure, AWS_PROFILE, or "
+                "environment variables) and retry"
+            ) from exc
+        except NoRegionError as exc:
+            raise AdminError("no AWS region set: pass --region or set AWS_REGION") from exc
+        except BotoCoreError as exc:
+            raise AdminError(f"AWS call failed: {exc}") from exc
+    except AdminError as exc:
+        sys.stderr.write(f"cmstoken-admin: {exc}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        sys.stderr.write("\ncmstoken-admin: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

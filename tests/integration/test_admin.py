@@ -1,0 +1,237 @@
+"""cmstoken-admin: the operator command, run against the handlers in-process (LocalInvoker) on
+moto and the emulator, and its AWS-facing parts against moto and stubs."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from cmstoken.admin import (
+    AdminError,
+    LambdaInvoker,
+    LocalInvoker,
+    StackFunctions,
+    locate,
+    main,
+    parse_args,
+    run,
+)
+from harness import Stack, approve_pending
+from support import load_handler
+
+pytestmark = pytest.mark.integration
+
+FUNCTIONS = StackFunctions(bootstrap="stack-bootstrap", rotator="stack-rotator")
+
+
+@pytest.fixture
+def invoker(stack: Stack) -> LocalInvoker:
+    return LocalInvoker(
+        {
+            FUNCTIONS.bootstrap: load_handler("bootstrap"),
+            FUNCTIONS.rotator: load_handler("rotator"),
+        },
+        timeout_seconds={FUNCTIONS.bootstrap: 900, FUNCTIONS.rotator: 120},
+        clock=stack.clock.now,
+    )
+
+
+def admin(invoker: LocalInvoker, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = run(parse_args(["--stack", "s", *argv]), invoker, FUNCTIONS, out)
+    return code, out.getvalue()
+
+
+def test_bootstrap_shows_the_code_waits_and_authorizes(stack: Stack, invoker: LocalInvoker) -> None:
+    stack.clock.at(45, lambda: approve_pending(stack))
+    code, output = admin(invoker, "bootstrap")
+    assert code == 0
+    pending_code = [line for line in output.splitlines() if line.strip() and "-" in line.strip()]
+    assert any(len(line.strip()) == 9 for line in pending_code)  # the user code, on its own
+    assert "/idp/activate?user_code=" in output
+    assert "waiting for approval" in output
+    assert "Authorized" in output
+    assert stack.published_token_works()
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.refresh_token not in output
+    assert stack.service_document().token not in output
+
+
+def test_bootstrap_reports_denial(stack: Stack, invoker: LocalInvoker) -> None:
+    def deny() -> None:
+        pending = stack.refresh_document().pending
+        assert pending is not None
+        stack.emulator.deny(pending.user_code)
+
+    stack.clock.at(12, deny)
+    with pytest.raises(AdminError, match="denied"):
+        admin(invoker, "bootstrap")
+
+
+def test_bootstrap_reports_expiry(stack: Stack, invoker: LocalInvoker) -> None:
+    with pytest.raises(AdminError, match="expired"):
+        admin(invoker, "bootstrap")
+    assert stack.refresh_document().pending is None
+
+
+def test_bootstrap_free_trial_flag(stack: Stack, invoker: LocalInvoker) -> None:
+    stack.clock.at(10, lambda: approve_pending(stack))
+    code, _ = admin(invoker, "bootstrap", "--free-trial")
+    assert code == 0
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.client_id == stack.emulator.config.freetrial_client_id
+
+
+def test_status_is_1_until_authorized_and_shows_metadata(
+    stack: Stack, invoker: LocalInvoker
+) -> None:
+    code, output = admin(invoker, "status")
+    assert code == 1
+    assert "credential" in output
+    assert "absent" in output
+    stack.seed()
+    code, output = admin(invoker, "status")
+    assert code == 0
+    assert "active" in output
+    assert "service token expires" in output
+
+
+def test_rotate_forces_a_debounced_rotation(stack: Stack, invoker: LocalInvoker) -> None:
+    stack.seed()
+    code, output = admin(invoker, "rotate")
+    assert (code, output.split(":")[0]) == (0, "skipped")
+    stack.emulator.advance(601)
+    code, output = admin(invoker, "rotate")
+    assert (code, output.split(":")[0]) == (0, "rotated")
+
+
+def test_a_function_error_is_reported(stack: Stack, invoker: LocalInvoker) -> None:
+    with pytest.raises(AdminError, match=r"NotBootstrappedError: .*run the bootstrap"):
+        admin(invoker, "rotate")
+
+
+def test_a_tty_gets_a_live_countdown(stack: Stack, invoker: LocalInvoker) -> None:
+    from cmstoken.admin import _Countdown
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    now = [1000.0]
+    with _Countdown(out, expires_at=1900.0, now=lambda: now[0]) as countdown:
+        assert countdown.live
+        countdown._stop.wait(1.3)
+    assert "\rwaiting for approval: 15:00 left" in out.getvalue()
+
+
+# --- the AWS-facing parts -------------------------------------------------------------------
+
+
+@pytest.fixture
+def cloudformation(aws_credentials: None) -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("cloudformation")
+
+
+def create_stack(client: Any, name: str, outputs: dict[str, str]) -> None:
+    template = {
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    client.create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
+def test_locate_reads_the_function_names_from_the_outputs(cloudformation: Any) -> None:
+    create_stack(
+        cloudformation,
+        "tokens",
+        {"BootstrapFunctionName": "tokens-boot", "RotatorFunctionName": "tokens-rot"},
+    )
+    assert locate("tokens", cloudformation) == StackFunctions("tokens-boot", "tokens-rot")
+
+
+def test_locate_explains_a_missing_stack_and_a_foreign_one(cloudformation: Any) -> None:
+    with pytest.raises(AdminError, match="stack 'nope' not found"):
+        locate("nope", cloudformation)
+    create_stack(cloudformation, "other", {"Something": "else"})
+    with pytest.raises(AdminError, match="has no output BootstrapFunctionName"):
+        locate("other", cloudformation)
+
+
+def test_main_exits_1_when_the_stack_is_missing(
+    cloudformation: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--stack", "nope", "--region", "us-east-1", "status"]) == 1
+    assert "stack 'nope' not found" in capsys.readouterr().err
+
+
+def test_main_exits_1_without_aws_credentials(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    assert main(["--stack", "s", "--region", "us-east-1", "status"]) == 1
+    assert "no AWS credentials found" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["status"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["--stack", "s", "explode"])
+    assert info.value.code == 2
+
+
+def lambda_answer(payload: dict[str, Any], function_error: str | None = None) -> dict[str, Any]:
+    body = json.dumps(payload).encode()
+    answer: dict[str, Any] = {
+        "StatusCode": 200,
+        "Payload": StreamingBody(io.BytesIO(body), len(body)),
+    }
+    if function_error:
+        answer["FunctionError"] = function_error
+    return answer
+
+
+def test_lambda_invoker_returns_the_result_and_reports_function_errors(
+    aws_credentials: None,
+) -> None:
+    client = boto3.client("lambda", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "invoke",
+            lambda_answer({"outcome": "skipped"}),
+            {
+                "FunctionName": "f",
+                "InvocationType": "RequestResponse",
+                "Payload": b'{"force": true}',
+            },
+        )
+        stubber.add_response(
+            "invoke",
+            lambda_answer(
+                {"errorType": "ReauthorizationRequiredError", "errorMessage": "run the bootstrap"},
+                function_error="Unhandled",
+            ),
+        )
+        invoker = LambdaInvoker(client)
+        assert invoker.invoke("f", {"force": True}) == {"outcome": "skipped"}
+        with pytest.raises(AdminError, match="f failed: ReauthorizationRequiredError: run the"):
+            invoker.invoke("f", {"force": True})
