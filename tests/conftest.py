@@ -4,12 +4,17 @@ between tests."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+
+# As the template sets them, before any module creates the shared Powertools objects.
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "cmstoken-test")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CmsToken")
 
 
 @dataclass

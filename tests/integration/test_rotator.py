@@ -623,3 +623,75 @@ def test_no_secret_reaches_logs_metrics_or_results(
     for secret in secrets:
         assert secret not in output.out
         assert secret not in output.err
+
+
+# --- events and metrics for operators (no secret in them) -----------------------------------
+
+
+@pytest.fixture
+def sent_events(stack: Stack) -> list[dict[str, Any]]:
+    """Every EventBridge entry the functions send."""
+    entries: list[dict[str, Any]] = []
+    runtime.notifier().client.meta.events.register(
+        "provide-client-params.events.PutEvents",
+        lambda params, **_: entries.extend(params["Entries"]),
+    )
+    return entries
+
+
+def test_a_rotation_announces_itself_without_secrets(
+    stack: Stack, sent_events: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    assert stack.invoke("rotator", {})["outcome"] == "skipped"
+    assert sent_events == []
+    make_due(stack)
+    stack.invoke("rotator", {})
+    (event,) = sent_events
+    assert (event["Source"], event["DetailType"]) == ("cmstoken", "Service Token Rotated")
+    detail = json.loads(event["Detail"])
+    assert detail["serviceTokenSecret"] == SERVICE_SECRET
+    assert (
+        detail["expiresAt"]
+        == json.loads(
+            stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
+        )["expires_at"]
+    )
+    for secret in secret_values(stack):
+        assert secret not in event["Detail"]
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert len(metrics["UpstreamLatency"]) == 3  # refresh, exchange, verification
+    assert metrics["RefreshFamilyAgeSeconds"][-1] == pytest.approx(19 * HOUR, abs=5)
+
+
+def test_a_refused_credential_announces_reauthorization(
+    stack: Stack, sent_events: list[dict[str, Any]]
+) -> None:
+    stack.seed()
+    stack.emulator.revoke_family(stack.newest_refresh_token())
+    make_due(stack)
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+    (event,) = sent_events
+    assert event["DetailType"] == "Reauthorization Required"
+    detail = json.loads(event["Detail"])
+    assert detail["error"] == "invalid_grant"
+    assert "bootstrap" in detail["action"]
+    for secret in secret_values(stack):
+        assert secret not in event["Detail"]
+
+
+def test_an_event_bus_failure_does_not_fail_the_rotation(
+    stack: Stack, sent_events: list[dict[str, Any]]
+) -> None:
+    stack.seed()
+    make_due(stack)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "PutEvents"
+        )
+
+    runtime.notifier().client.meta.events.register("before-call.events.PutEvents", refuse)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert_healthy(stack)

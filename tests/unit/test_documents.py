@@ -180,6 +180,7 @@ def test_service_token_document_round_trips() -> None:
         "api_url": "https://api.example.com/api",
         "issued_at": "2026-11-18T11:06:40Z",
         "refreshed_at": None,
+        "authorized_at": None,
         "reauthorize_by": None,
         "credential_status": "active",
     }

@@ -247,3 +247,99 @@ def test_outputs_name_everything_a_user_needs_next() -> None:
 def test_the_bootstrap_can_wait_for_a_whole_device_code(resources: dict[str, Any]) -> None:
     assert resources["BootstrapFunction"]["Properties"]["Timeout"] >= 900
     assert "BootstrapFunctionName" in source()["Outputs"]
+
+
+def alarms(resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: r["Properties"] for name, r in of_type(resources, "AWS::CloudWatch::Alarm").items()
+    }
+
+
+def description(alarm: dict[str, Any]) -> str:
+    text = alarm["AlarmDescription"]
+    return str(text["Fn::Sub"] if isinstance(text, dict) else text)
+
+
+def test_every_alarm_notifies_the_topic_and_says_what_to_do(resources: dict[str, Any]) -> None:
+    found = alarms(resources)
+    assert set(found) == {
+        "ServiceTokenExpiringAlarm",
+        "ReauthorizationRequiredAlarm",
+        "RotationFailuresAlarm",
+        "DeadLetterAlarm",
+        "RefreshFamilyAgingAlarm",
+    }
+    for alarm in found.values():
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+        assert "cmstoken-admin" in description(alarm)
+
+
+def test_product_alarms_watch_the_functions_metrics(resources: dict[str, Any]) -> None:
+
+    expected = {
+        "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
+        "ReauthorizationRequiredAlarm": "ReauthorizationRequired",
+        "RotationFailuresAlarm": "RotationFailed",
+        "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
+    }
+    found = alarms(resources)
+    for name, metric in expected.items():
+        assert found[name]["MetricName"] == metric
+        assert found[name]["Namespace"] == {"Fn::Sub": "CmsToken/${AWS::StackName}"}
+        assert found[name]["Dimensions"] == [{"Name": "service", "Value": "cmstoken"}]
+    variables = resources["RotatorFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == {"Fn::Sub": "CmsToken/${AWS::StackName}"}
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "cmstoken"
+
+
+def test_a_silent_rotator_alarms_as_an_expiring_token(resources: dict[str, Any]) -> None:
+    alarm = alarms(resources)["ServiceTokenExpiringAlarm"]
+    assert alarm["TreatMissingData"] == "breaching"
+    assert alarm["ComparisonOperator"] == "LessThanThreshold"
+    assert alarm["Threshold"] == {"Ref": "ExpiryAlarmThresholdSeconds"}
+
+
+def test_the_family_age_warning_defaults_to_25_days_and_can_be_disabled(
+    resources: dict[str, Any],
+) -> None:
+    assert source()["Parameters"]["ReauthorizationWarningSeconds"]["Default"] == 25 * 86400
+    assert resources["RefreshFamilyAgingAlarm"]["Condition"] == "WarnBeforeReauthorization"
+    assert source()["Conditions"]["WarnBeforeReauthorization"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ReauthorizationWarningSeconds"}, 0]}]
+    }
+
+
+def test_dead_letters_alarm(resources: dict[str, Any]) -> None:
+    alarm = alarms(resources)["DeadLetterAlarm"]
+    assert alarm["Namespace"] == "AWS/SQS"
+    assert alarm["Dimensions"][0]["Value"] == {
+        "Fn::GetAtt": ["RotationDeadLetterQueue", "QueueName"]
+    }
+
+
+def test_the_email_subscription_is_optional(resources: dict[str, Any]) -> None:
+    subscription = resources["AlarmEmailSubscription"]
+    assert subscription["Condition"] == "HasAlarmEmail"
+    assert subscription["Properties"]["TopicArn"] == {"Ref": "AlarmTopic"}
+
+
+def test_the_dashboard_shows_token_freshness(resources: dict[str, Any]) -> None:
+    body = resources["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
+    for metric in ("RefreshFamilyAgeSeconds", "SecondsUntilReauthorization", "RotationFailed"):
+        assert metric in body
+    assert "${ExpiryAlarm}" in body
+
+
+def test_functions_may_put_events_on_the_default_bus_only(resources: dict[str, Any]) -> None:
+    for role in ("RotatorRole", "BootstrapRole"):
+        found = [
+            statement
+            for _, document in policy_documents({role: resources[role]})
+            for statement in statements(document)
+            if statement["Action"] == "events:PutEvents"
+        ]
+        assert len(found) == 1
+        assert found[0]["Resource"] == {
+            "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}"
+            ":event-bus/default"
+        }

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .identity import IdentityClient
 from .models import RawTokens
+from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
 from .service import ServiceClient
@@ -89,12 +90,15 @@ class Bootstrapper:
         store: SecretStore,
         service: ServiceClient,
         clock: Clock,
+        notifier: Notifier | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
         self.clock = clock
         self.vault = CredentialVault(settings, store, clock)
-        self.publisher = Publisher(service, self.vault, clock, verify=settings.verify_service_token)
+        self.publisher = Publisher(
+            service, self.vault, clock, verify=settings.verify_service_token, notifier=notifier
+        )
 
     def handle(self, request: BootstrapRequest, *, deadline: float) -> dict[str, Any]:
         """Run one action and return its result document."""
@@ -234,7 +238,7 @@ class Bootstrapper:
             extra={"credential": fingerprint(credential.refresh_token)},
         )
         try:
-            published = self.publisher.publish(credential, raw, deadline)
+            published = self.publisher.publish(credential, raw, deadline, "bootstrap")
         except CmsTokenError as exc:
             return {
                 "status": "failed",

@@ -316,6 +316,7 @@ _SERVICE_TOKEN_KEYS = frozenset(
         "api_url",
         "issued_at",
         "refreshed_at",
+        "authorized_at",
         "reauthorize_by",
         "credential_status",
     }
@@ -326,8 +327,8 @@ _SERVICE_TOKEN_KEYS = frozenset(
 class ServiceTokenDocument:
     """The published document consumers read: a verified service token and where to use it.
 
-    ``refreshed_at``, ``reauthorize_by`` and ``credential_status`` copy the credential's
-    metadata (no secret), so that a scheduled check needs to read this one secret only.
+    ``refreshed_at``, ``authorized_at``, ``reauthorize_by`` and ``credential_status`` copy the
+    credential's metadata (no secret), so that a scheduled check needs to read this one secret.
     """
 
     token: str = field(repr=False)
@@ -335,6 +336,7 @@ class ServiceTokenDocument:
     api_url: str
     issued_at: float
     refreshed_at: float | None = None
+    authorized_at: float | None = None
     reauthorize_by: float | None = None
     credential_status: str = STATUS_ACTIVE
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
@@ -350,6 +352,7 @@ class ServiceTokenDocument:
                 "api_url": self.api_url,
                 "issued_at": to_iso(self.issued_at),
                 "refreshed_at": optional_iso(self.refreshed_at),
+                "authorized_at": optional_iso(self.authorized_at),
                 "reauthorize_by": optional_iso(self.reauthorize_by),
                 "credential_status": self.credential_status,
             },
@@ -374,6 +377,7 @@ class ServiceTokenDocument:
             api_url=read.text("api_url"),
             issued_at=read.time("issued_at"),
             refreshed_at=read.optional_time("refreshed_at"),
+            authorized_at=read.optional_time("authorized_at"),
             reauthorize_by=read.optional_time("reauthorize_by"),
             credential_status=status,
             extra=MappingProxyType(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,7 +89,8 @@ class HttpResponse:
 
 
 class HttpTransport:
-    """One pooled ``requests`` session with explicit timeouts, no redirects and a body cap."""
+    """One pooled ``requests`` session with explicit timeouts, no redirects and a body cap.
+    ``observer(endpoint, elapsed_ms)`` is told of every call that got a response."""
 
     def __init__(
         self,
@@ -97,10 +98,12 @@ class HttpTransport:
         timeouts: Timeouts | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         session: requests.Session | None = None,
+        observer: Callable[[str, float], None] | None = None,
     ) -> None:
         self.timeouts = timeouts or Timeouts()
         self.max_body = max_body
         self._session = session
+        self.observer = observer
 
     @property
     def session(self) -> requests.Session:
@@ -204,6 +207,7 @@ class HttpTransport:
             ) from exc
         with response:
             body = self._read_body(response, endpoint=endpoint)
+            elapsed_ms = round((time.monotonic() - started) * 1000)
             logger.debug(
                 "upstream response",
                 extra={
@@ -212,9 +216,11 @@ class HttpTransport:
                     "origin": _origin(url),
                     "status": response.status_code,
                     "bytes": len(body),
-                    "elapsed_ms": round((time.monotonic() - started) * 1000),
+                    "elapsed_ms": elapsed_ms,
                 },
             )
+            if self.observer is not None:
+                self.observer(endpoint, elapsed_ms)
             return HttpResponse(
                 status=response.status_code,
                 headers=CaseInsensitiveDict(response.headers),

@@ -83,6 +83,23 @@ def record_freshness(rotator: Rotator, clock: Clock) -> None:
         metrics.add_metric(
             name="RefreshTokenAgeSeconds", unit=MetricUnit.Seconds, value=round(now - refreshed_at)
         )
+    authorized_at = (
+        credential.authorized_at
+        if credential is not None
+        else (published.authorized_at if published is not None else None)
+    )
+    if authorized_at is not None:
+        metrics.add_metric(
+            name="RefreshFamilyAgeSeconds",
+            unit=MetricUnit.Seconds,
+            value=round(now - authorized_at),
+        )
+
+
+def record_upstream_latency(endpoint: str, elapsed_ms: float) -> None:
+    """One upstream call's latency (``UpstreamLatency``, milliseconds); the endpoint is logged."""
+    metrics.add_metric(name="UpstreamLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
+    logger.debug("upstream latency", extra={"endpoint": endpoint, "elapsed_ms": elapsed_ms})
 
 
 def record_bootstrap(status: str) -> None:

@@ -9,6 +9,7 @@ from .clock import Clock
 from .credentials import CredentialVault
 from .documents import STATUS_ACTIVE, RawAccessToken, RefreshCredential, ServiceTokenDocument
 from .errors import TokenRefusedError, TransientError, VerificationFailedError
+from .notifications import Notifier
 from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
 
@@ -27,12 +28,14 @@ class Publisher:
         *,
         verify: bool,
         retry: RetryPolicy | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.service = service
         self.vault = vault
         self.clock = clock
         self.verify = verify
         self.retry = retry or RetryPolicy()
+        self.notifier = notifier
 
     def upstream[T](self, operation: Callable[[float], T], deadline: float, what: str) -> T:
         """Run an upstream call (given its read timeout) with bounded retries of transient
@@ -47,10 +50,11 @@ class Publisher:
         )
 
     def publish(
-        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float
+        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float, reason: str
     ) -> ServiceTokenDocument:
-        """Exchange, verify (unless disabled), publish. ``VerificationFailedError`` when the
-        service refuses the new token: the previous one stays published."""
+        """Exchange, verify (unless disabled), publish, announce (``Service Token Rotated``).
+        ``VerificationFailedError`` when the service refuses the new token: the previous one
+        stays published."""
         token = self.upstream(
             lambda timeout: self.service.exchange(
                 raw.token, fallback_expires_at=raw.expires_at, read_timeout=timeout
@@ -76,8 +80,15 @@ class Publisher:
             api_url=self.service.api_url,
             issued_at=self.clock.now(),
             refreshed_at=credential.refreshed_at,
+            authorized_at=credential.authorized_at,
             reauthorize_by=credential.reauthorize_by,
             credential_status=STATUS_ACTIVE,
         )
-        self.vault.write_published(document, deadline)
+        if self.vault.write_published(document, deadline) and self.notifier is not None:
+            self.notifier.rotated(
+                secret_id=self.vault.settings.service_token_secret_id,
+                expires_at=document.expires_at,
+                refreshed_at=credential.refreshed_at,
+                reason=reason,
+            )
         return document

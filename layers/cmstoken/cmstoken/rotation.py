@@ -46,6 +46,7 @@ from .errors import (
     VersionConflictError,
 )
 from .identity import IdentityClient
+from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
 from .retry import RetryPolicy
@@ -112,14 +113,21 @@ class Rotator:
         clock: Clock,
         owner: str,
         upstream_retry: RetryPolicy | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
         self.clock = clock
         self.owner = owner
         self.vault = CredentialVault(settings, store, clock)
+        self.notifier = notifier
         self.publisher = Publisher(
-            service, self.vault, clock, verify=settings.verify_service_token, retry=upstream_retry
+            service,
+            self.vault,
+            clock,
+            verify=settings.verify_service_token,
+            retry=upstream_retry,
+            notifier=notifier,
         )
         self.credential: RefreshCredential | None = None
 
@@ -195,8 +203,9 @@ class Rotator:
             return self._skip("another rotation holds the lease", self.published)
         raw = snapshot.secret.raw_access_token
         if raw is not None and self._unpublished(credential, raw, now):
-            published = self.publisher.publish(credential, raw, deadline)
-            return self._rotated("exchanged the stored raw access token", published, False)
+            reason = "exchanged the stored raw access token"
+            published = self.publisher.publish(credential, raw, deadline, reason)
+            return self._rotated(reason, published, False)
 
         if deadline - now < REFRESH_GUARD_SECONDS:
             raise InsufficientTimeError(
@@ -249,7 +258,7 @@ class Rotator:
             },
         )
         try:
-            published = self.publisher.publish(rotated, new_raw, deadline)
+            published = self.publisher.publish(rotated, new_raw, deadline, due)
         except Exception:
             self._release(stored, deadline)
             raise
@@ -329,6 +338,12 @@ class Rotator:
             "run the bootstrap again",
             extra={"error": str(error), "credential": fingerprint(credential.refresh_token)},
         )
+        if self.notifier is not None:
+            self.notifier.reauthorization_required(
+                secret_id=self.settings.refresh_secret_id,
+                authorized_at=credential.authorized_at,
+                error=error.code or str(error.status),
+            )
         return ReauthorizationRequiredError(
             f"the identity provider refused the refresh credential ({error.code or error.status});"
             " a person must authorize again: run the bootstrap"

@@ -8,6 +8,9 @@ from functools import cache
 
 from .bootstrap import Bootstrapper
 from .clock import SystemClock
+from .http import HttpTransport
+from .notifications import Notifier
+from .observability import record_upstream_latency
 from .rotation import Rotator
 from .service import ServiceClient
 from .settings import Settings
@@ -30,21 +33,38 @@ def store() -> SecretStore:
 
 @cache
 def service() -> ServiceClient:
-    """The service client, with the connection pool shared by every upstream call."""
-    return ServiceClient(settings().service_base_url, clock=CLOCK)
+    """The service client, with the connection pool shared by every upstream call, each call's
+    latency recorded as a metric."""
+    transport = HttpTransport(observer=record_upstream_latency)
+    return ServiceClient(settings().service_base_url, transport=transport, clock=CLOCK)
+
+
+@cache
+def notifier() -> Notifier:
+    """The EventBridge notifier (its client is created on first use)."""
+    return Notifier()
 
 
 def rotator(owner: str) -> Rotator:
     """A rotator for one invocation (``owner`` names it in leases)."""
-    return Rotator(settings(), store=store(), service=service(), clock=CLOCK, owner=owner)
+    return Rotator(
+        settings(),
+        store=store(),
+        service=service(),
+        clock=CLOCK,
+        owner=owner,
+        notifier=notifier(),
+    )
 
 
 def bootstrapper() -> Bootstrapper:
     """A bootstrapper for one invocation."""
-    return Bootstrapper(settings(), store=store(), service=service(), clock=CLOCK)
+    return Bootstrapper(
+        settings(), store=store(), service=service(), clock=CLOCK, notifier=notifier()
+    )
 
 
 def reset() -> None:
     """Forget the cached objects (tests change the environment between runs)."""
-    for cached in (settings, store, service):
+    for cached in (settings, store, service, notifier):
         cached.cache_clear()
