@@ -254,15 +254,7 @@ class Bootstrapper:
 
     def _forget(self, snapshot: Snapshot, pending: PendingAuthorization, deadline: float) -> None:
         """Remove a finished pending authorization (only that one; a newer start stays)."""
-        self.vault.update_refresh(
-            snapshot,
-            lambda document: (
-                replace(document, pending=None)
-                if document.pending is not None and document.pending.user_code == pending.user_code
-                else None
-            ),
-            deadline,
-        )
+        self._replace_pending(snapshot, pending, None, deadline)
 
     def _keep_schedule(
         self,
@@ -275,15 +267,24 @@ class Bootstrapper:
         if (schedule.interval, schedule.next_poll_at) == (pending.interval, pending.next_poll_at):
             return
         updated = replace(pending, interval=schedule.interval, next_poll_at=schedule.next_poll_at)
-        self.vault.update_refresh(
-            snapshot,
-            lambda document: (
-                replace(document, pending=updated)
-                if document.pending is not None and document.pending.user_code == pending.user_code
-                else None
-            ),
-            deadline,
-        )
+        self._replace_pending(snapshot, pending, updated, deadline)
+
+    def _replace_pending(
+        self,
+        snapshot: Snapshot,
+        pending: PendingAuthorization,
+        replacement: PendingAuthorization | None,
+        deadline: float,
+    ) -> None:
+        """Swap ``pending`` for ``replacement`` unless another start replaced it meanwhile."""
+
+        def change(document: RefreshSecret) -> RefreshSecret | None:
+            current = document.pending
+            if current is None or current.user_code != pending.user_code:
+                return None
+            return replace(document, pending=replacement)
+
+        self.vault.update_refresh(snapshot, change, deadline)
 
     # --- status -----------------------------------------------------------------------------
 
