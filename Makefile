@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build test demo emulator lock clean
+.PHONY: help venv lint format unit integration template build test demo bench emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ test: lint template build ## Every check: lint, types, template, build, unit and
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)
 	$(BIN)/python scripts/demo.py
+
+bench: $(STAMP) ## Benchmark: handler import time, AWS/upstream calls per run, layer size (budgets)
+	$(BIN)/python scripts/bench.py
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
 	$(BIN)/cms-emulator --port $${PORT:-0}
