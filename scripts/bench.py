@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -31,11 +30,20 @@ import tempfile
 import time
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from local_stack import (
+    BOOTSTRAP,
+    ROTATOR,
+    ApprovingInvoker,
+    EmulatorTime,
+    configure_environment,
+    create_secrets,
+    local_servers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -55,8 +63,6 @@ LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # function code and all its layers, u
 MIB = 1024 * 1024
 
 HANDLERS = ("rotator", "bootstrap")
-BOOTSTRAP, ROTATOR = "bench-bootstrap", "bench-rotator"
-REFRESH_SECRET, SERVICE_SECRET = "bench/refresh-credential", "bench/service-token"
 # What the template sets for every function (the Powertools logger and metrics read it at import).
 FUNCTION_ENV = {
     "POWERTOOLS_SERVICE_NAME": "cmstoken",
@@ -276,91 +282,6 @@ class AwsCalls:
         self.calls[model.name if service == "Secrets Manager" else f"{service}:{model.name}"] += 1
 
 
-class EmulatorTime:
-    """The functions' clock: the emulator's time; waiting moves it instead of sleeping."""
-
-    def __init__(self, emulator: Any) -> None:
-        self.emulator = emulator
-
-    def now(self) -> float:
-        return float(self.emulator.now())
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self.emulator.advance(seconds)
-
-
-class ApprovingInvoker:
-    """The in-process invoker; approves a new device code at the emulator right away."""
-
-    def __init__(self, local: Any, emulator: Any) -> None:
-        self.local = local
-        self.emulator = emulator
-
-    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        result = self.local.invoke(function, payload)
-        if payload.get("action") == "start" and result.get("status") == "pending":
-            self.emulator.approve(result["user_code"])
-        return result
-
-
-def load_handler(function: str) -> Callable[[Any, Any], Any]:
-    import importlib.util
-
-    path = ROOT / "functions" / function / "app.py"
-    spec = importlib.util.spec_from_file_location(f"{function}_app", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    handler: Callable[[Any, Any], Any] = module.lambda_handler
-    return handler
-
-
-@contextmanager
-def local_servers() -> Iterator[tuple[Any, str]]:
-    """The emulator and moto's server on 127.0.0.1 (ephemeral ports), stopped on the way out."""
-    from moto.server import ThreadedMotoServer
-
-    from cmsemu import Emulator
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server: no request lines
-    emulator = Emulator().start()
-    moto: Any = None
-    try:
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        host, port = moto.get_host_and_port()
-        yield emulator, f"http://{host}:{port}"
-    finally:
-        if moto is not None:
-            moto.stop()
-        emulator.stop()
-
-
-def configure_environment(emulator: Any, aws_endpoint: str) -> None:
-    """What the template sets for the functions, pointed at the local servers, with dummy
-    credentials (nothing can reach an AWS account) and Powertools kept quiet."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
-        os.environ.pop(name, None)
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": aws_endpoint,
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "SERVICE_BASE_URL": emulator.base_url,
-            "REFRESH_SECRET_ID": REFRESH_SECRET,
-            "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
-            **FUNCTION_ENV,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-
-
 @dataclass(frozen=True)
 class Run:
     outcome: str
@@ -409,24 +330,21 @@ def run_stack(emulator: Any) -> tuple[Run, Run]:
     import boto3
 
     from cmstoken import runtime
-    from cmstoken.admin import LocalInvoker, StackFunctions, bootstrap
+    from cmstoken.admin import StackFunctions, bootstrap
 
     counter = AwsCalls()
     boto3.setup_default_session()
     assert boto3.DEFAULT_SESSION is not None
     # Every client the functions create through boto3's default session inherits the hook.
     counter.attach(boto3.DEFAULT_SESSION.events)
-    setup = boto3.session.Session().client("secretsmanager")  # its own session: not counted
-    setup.create_secret(Name=REFRESH_SECRET)
-    setup.create_secret(Name=SERVICE_SECRET)
+    # Its own session: setting up is not counted.
+    create_secrets(boto3.session.Session().client("secretsmanager"))
 
-    clock = EmulatorTime(emulator)
+    clock = EmulatorTime(emulator, real_waits=False)
     runtime.CLOCK = clock  # type: ignore[assignment]
     runtime.reset()
     counter.attach(runtime.store().client.meta.events)  # a no-op unless created elsewhere
-    handlers = {BOOTSTRAP: load_handler("bootstrap"), ROTATOR: load_handler("rotator")}
-    local = LocalInvoker(handlers, timeout_seconds={BOOTSTRAP: 900, ROTATOR: 120}, clock=clock.now)
-    invoker = ApprovingInvoker(local, emulator)
+    invoker = ApprovingInvoker(clock, lambda started: emulator.approve(started["user_code"]))
     functions = StackFunctions(bootstrap=BOOTSTRAP, rotator=ROTATOR)
     try:
         bootstrap(invoker, functions, free_trial=None, out=io.StringIO(), now=clock.now)

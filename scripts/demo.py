@@ -11,36 +11,28 @@ never a secret, and stops its servers on exit and on Ctrl-C.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import requests
+from local_stack import (
+    BOOTSTRAP,
+    REFRESH_SECRET,
+    ROTATOR,
+    SERVICE_SECRET,
+    ApprovingInvoker,
+    EmulatorTime,
+    configure_environment,
+    create_secrets,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 HOURS_FORWARD = 19
-BOOTSTRAP, ROTATOR = "demo-bootstrap", "demo-rotator"
-REFRESH_SECRET, SERVICE_SECRET = "demo/refresh-credential", "demo/service-token"
-
-
-def load_handler(function: str) -> Callable[[Any, Any], Any]:
-    """``functions/<function>/app.py``'s handler, loaded as its own module."""
-    spec = importlib.util.spec_from_file_location(
-        f"{function}_app", ROOT / "functions" / function / "app.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    handler: Callable[[Any, Any], Any] = module.lambda_handler
-    return handler
 
 
 def approve_in_browser_pages(verification_uri_complete: str) -> None:
@@ -59,40 +51,6 @@ def approve_in_browser_pages(verification_uri_complete: str) -> None:
             page = browser.post(requests.compat.urljoin(page.url, form.group(1)), data=fields)
         if "all set" not in page.text:
             raise RuntimeError("the activation pages did not approve the code")
-
-
-class EmulatedTime:
-    """The functions' clock: the emulator's time (real time plus the demo's jumps)."""
-
-    def __init__(self, emulator: Any) -> None:
-        self.emulator = emulator
-
-    def now(self) -> float:
-        return float(self.emulator.now())
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
-
-
-def configure_environment(emulator: Any, aws_endpoint: str) -> None:
-    """What the template sets for the functions, pointed at the local servers."""
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": aws_endpoint,
-            "AWS_ACCESS_KEY_ID": "demo",
-            "AWS_SECRET_ACCESS_KEY": "demo",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "SERVICE_BASE_URL": emulator.base_url,
-            "REFRESH_SECRET_ID": REFRESH_SECRET,
-            "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
-            "POWERTOOLS_SERVICE_NAME": "cmstoken-demo",
-            "POWERTOOLS_METRICS_NAMESPACE": "CmsTokenDemo",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
 
 
 def main() -> int:
@@ -137,18 +95,17 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
     from cmstoken.service import ServiceClient
 
     secrets = boto3.client("secretsmanager")
-    secrets.create_secret(Name=REFRESH_SECRET)
-    secrets.create_secret(Name=SERVICE_SECRET)
-    clock = EmulatedTime(emulator)
+    create_secrets(secrets)
+    clock = EmulatorTime(emulator, real_waits=True)
     runtime.CLOCK = clock  # type: ignore[assignment]
     runtime.reset()
     functions = StackFunctions(bootstrap=BOOTSTRAP, rotator=ROTATOR)
-    invoker = _ApprovingInvoker(
-        {BOOTSTRAP: load_handler("bootstrap"), ROTATOR: load_handler("rotator")},
-        timeout_seconds={BOOTSTRAP: 900, ROTATOR: 120},
-        clock=clock.now,
-        approve=None if interactive else approve_in_browser_pages,
-    )
+
+    def approve(started: Mapping[str, Any]) -> None:
+        address = started["verification_uri_complete"]
+        threading.Timer(1.0, approve_in_browser_pages, args=(address,)).start()
+
+    invoker = ApprovingInvoker(clock, None if interactive else approve)
     if interactive:
         print("INTERACTIVE=1: open the address below in a browser and approve.", file=sys.stderr)
     else:
@@ -196,30 +153,6 @@ def _iso(epoch: float) -> str:
     from cmstoken.clock import to_iso
 
     return to_iso(epoch)
-
-
-class _ApprovingInvoker:
-    """The in-process invoker, approving a new device code the way a person would."""
-
-    def __init__(
-        self,
-        handlers: Mapping[str, Callable[[Any, Any], Any]],
-        *,
-        timeout_seconds: Mapping[str, float],
-        clock: Callable[[], float],
-        approve: Callable[[str], None] | None,
-    ) -> None:
-        from cmstoken.admin import LocalInvoker
-
-        self.local = LocalInvoker(handlers, timeout_seconds=timeout_seconds, clock=clock)
-        self.approve = approve
-
-    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        result = self.local.invoke(function, payload)
-        if self.approve and payload.get("action") == "start" and result.get("status") == "pending":
-            address = result["verification_uri_complete"]
-            threading.Timer(1.0, self.approve, args=(address,)).start()
-        return result
 
 
 if __name__ == "__main__":
