@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+import requests
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
@@ -88,7 +89,10 @@ def moto_server(monkeypatch: pytest.MonkeyPatch, aws_credentials: None) -> Itera
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    # moto's backends are process-wide: start and end every test with an empty account.
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
     yield endpoint
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
     server.stop()
 
 

@@ -204,14 +204,16 @@ class ServiceTokenProvider:
         "Refreshing", rule 1); debounced like ``refused``.
 
         Returns the rotated token, or the current one (still valid) when none comes within
-        ``refresh_wait_seconds``: the rotator skips forced refreshes within
-        ``MIN_REFRESH_INTERVAL_SECONDS`` of the last one.
+        ``refresh_wait_seconds`` (the rotator skips forced refreshes within
+        ``MIN_REFRESH_INTERVAL_SECONDS`` of the last one) or none can come (reauthorization
+        required: no request is sent).
         """
         with self._refresh_lock:
             current = self._read()
-            _require_active(current)
-            sent = self._request_refresh(current, "new_resource")
-            if sent or self._request_pending(current.token):
+            if current.credential_status == STATUS_ACTIVE and (
+                self._request_refresh(current, "new_resource")
+                or self._request_pending(current.token)
+            ):
                 rotated = self._wait_for_other_than(current.token)
                 if rotated is not None:
                     return rotated.token

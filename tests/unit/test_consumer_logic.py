@@ -1,0 +1,514 @@
+"""The consumer helper on moto in-process and a fake clock: cache, errors, refresh requests and
+their debounce, and the ``requests`` authentication (through a scripted adapter, no sockets)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from requests.adapters import HTTPAdapter
+
+from cmstoken import consumer
+from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
+from cmstoken.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
+from cmstoken.errors import ConfigurationError
+from cmstoken.redaction import fingerprint
+from cmstoken.triggers import REFRESH_REQUESTED
+from support import FakeClock
+
+SECRET = "cmstoken/service-token"
+API_URL = "https://cms.example.com/api"
+DAY = 86400
+TOKEN_A = "eyJhbGciOiJIUzI1NiJ9.token-a-secret-payload.c2ln"
+TOKEN_B = "eyJhbGciOiJIUzI1NiJ9.token-b-secret-payload.c2ln"
+TOKEN_C = "eyJhbGciOiJIUzI1NiJ9.token-c-secret-payload.c2ln"
+TOKENS = (TOKEN_A, TOKEN_B, TOKEN_C)
+
+
+class HookedClock(FakeClock):
+    """A fake clock that runs an action after the sleep that reaches ``at`` seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actions: list[tuple[float, Callable[[], object]]] = []
+
+    def at(self, seconds_from_now: float, action: Callable[[], object]) -> None:
+        self.actions.append((self.current + seconds_from_now, action))
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        for item in [item for item in self.actions if item[0] <= self.current]:
+            self.actions.remove(item)
+            item[1]()
+
+
+@dataclass
+class Aws:
+    """moto's Secrets Manager and EventBridge, with the calls counted and events recorded."""
+
+    secrets: Any
+    events: Any
+    clock: HookedClock
+    calls: Counter[str]
+    sent_events: list[dict[str, Any]]
+
+    def publish(
+        self,
+        token: str,
+        *,
+        expires_in: float = DAY,
+        status: str = "active",
+    ) -> ServiceTokenDocument:
+        now = self.clock.now()
+        document = ServiceTokenDocument(
+            token=token,
+            expires_at=now + expires_in,
+            api_url=API_URL,
+            issued_at=now,
+            refreshed_at=now,
+            credential_status=status,
+        )
+        self.secrets.put_secret_value(SecretId=SECRET, SecretString=document.to_json())
+        return document
+
+    def provider(self, **options: Any) -> ServiceTokenProvider:
+        return ServiceTokenProvider(
+            SECRET,
+            secrets_client=self.secrets,
+            events_client=self.events,
+            clock=self.clock,
+            **options,
+        )
+
+    def details(self) -> list[dict[str, Any]]:
+        return [json.loads(entry["Detail"]) for entry in self.sent_events]
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        secrets = boto3.client("secretsmanager")
+        events = boto3.client("events")
+        secrets.create_secret(Name=SECRET)
+        calls: Counter[str] = Counter()
+        sent: list[dict[str, Any]] = []
+
+        def count(model: Any, **_: Any) -> None:
+            calls[model.name] += 1
+
+        def record(params: dict[str, Any], **_: Any) -> None:
+            sent.extend(params["Entries"])
+
+        secrets.meta.events.register("before-call.secrets-manager.*", count)
+        events.meta.events.register("before-call.events.*", count)
+        events.meta.events.register("provide-client-params.events.PutEvents", record)
+        yield Aws(secrets, events, HookedClock(), calls, sent)
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every ``cmstoken.*`` record at DEBUG, whatever routing another test set up."""
+    library = logging.getLogger("cmstoken")
+    library.addHandler(caplog.handler)
+    library.setLevel(logging.DEBUG)
+    return caplog
+
+
+def logged_text(caplog: pytest.LogCaptureFixture) -> str:
+    """The messages and every ``extra`` field of the captured records."""
+    return caplog.text + "\n".join(
+        str(value) for record in caplog.records for value in vars(record).values()
+    )
+
+
+def assert_no_token(text: str) -> None:
+    for token in TOKENS:
+        assert token not in text
+        assert "secret-payload" not in text
+
+
+# --- reading and the cache ---------------------------------------------------------------
+
+
+def test_token_is_read_once_and_served_from_the_cache(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    assert provider.token() == TOKEN_A
+    assert provider.token() == TOKEN_A
+    assert provider.api_url == API_URL
+    assert provider.document().api_url == API_URL
+    assert aws.calls["GetSecretValue"] == 1
+
+
+def test_the_cache_ends_min_validity_seconds_before_expiry(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(min_validity_seconds=60)
+    assert provider.token() == TOKEN_A
+    aws.publish(TOKEN_B)
+    aws.clock.advance(DAY - 61)
+    assert provider.token() == TOKEN_A, "still fresh: the cache is bounded by expiry only"
+    assert aws.calls["GetSecretValue"] == 1
+    aws.clock.advance(1)
+    assert provider.token() == TOKEN_B
+    assert aws.calls["GetSecretValue"] == 2
+
+
+def test_a_nearly_expired_token_is_served_and_rechecked_every_few_seconds(
+    aws: Aws, logs: pytest.LogCaptureFixture
+) -> None:
+    aws.publish(TOKEN_A, expires_in=30)
+    provider = aws.provider(min_validity_seconds=60)
+    assert provider.token() == TOKEN_A
+    assert provider.token() == TOKEN_A
+    assert aws.calls["GetSecretValue"] == 1
+    aws.clock.advance(consumer.NEAR_EXPIRY_RECHECK_SECONDS)
+    assert provider.token() == TOKEN_A
+    assert aws.calls["GetSecretValue"] == 2
+    assert "expires soon" in logs.text
+
+
+def test_an_expired_token_with_no_fresher_one_is_a_clear_error(aws: Aws) -> None:
+    aws.publish(TOKEN_A, expires_in=100)
+    aws.clock.advance(100)
+    with pytest.raises(ConsumerError, match=r"expired at .* no fresher one") as caught:
+        aws.provider().token()
+    assert caught.value.reason == consumer.EXPIRED
+    assert "rotate" in str(caught.value)
+    assert_no_token(str(caught.value))
+
+
+def test_an_empty_secret_means_not_bootstrapped(aws: Aws) -> None:
+    with pytest.raises(ConsumerError, match="not bootstrapped yet: run the bootstrap") as caught:
+        aws.provider().token()
+    assert caught.value.reason == consumer.NOT_BOOTSTRAPPED
+    assert SECRET in str(caught.value)
+
+
+def test_a_missing_secret_reads_as_not_bootstrapped_and_names_the_secret(aws: Aws) -> None:
+    provider = ServiceTokenProvider("no/such/secret", secrets_client=aws.secrets, clock=aws.clock)
+    with pytest.raises(ConsumerError, match=r"'no/such/secret' has no value \(or does not exist"):
+        provider.token()
+
+
+def test_a_document_that_is_not_one_is_unreadable(aws: Aws) -> None:
+    aws.secrets.put_secret_value(SecretId=SECRET, SecretString='{"token": "x"}')
+    with pytest.raises(ConsumerError, match="cannot be used: service token: field") as caught:
+        aws.provider().token()
+    assert caught.value.reason == consumer.UNREADABLE
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "hint"),
+    [
+        ("AccessDeniedException", consumer.UNREADABLE, "secretsmanager:GetSecretValue"),
+        ("ThrottlingException", consumer.UNAVAILABLE, "retry later"),
+    ],
+)
+def test_aws_failures_are_named(aws: Aws, code: str, reason: str, hint: str) -> None:
+    def refuse(**_: Any) -> None:
+        error: Any = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {}}
+        raise ClientError(error, "GetSecretValue")
+
+    aws.secrets.meta.events.register("before-call.secrets-manager.GetSecretValue", refuse)
+    with pytest.raises(ConsumerError, match=hint) as caught:
+        aws.provider().token()
+    assert caught.value.reason == reason
+    assert code in str(caught.value)
+
+
+def test_reauthorization_required_serves_a_valid_token_but_names_the_problem(
+    aws: Aws, logs: pytest.LogCaptureFixture
+) -> None:
+    aws.publish(TOKEN_A, status=STATUS_REAUTHORIZATION_REQUIRED)
+    provider = aws.provider()
+    assert provider.token() == TOKEN_A, "the token itself works until it expires"
+    assert "needs reauthorization" in logs.text
+    with pytest.raises(ConsumerError, match=r"needs reauthorization.*run the bootstrap") as refused:
+        provider.refused(TOKEN_A)
+    assert refused.value.reason == consumer.REAUTHORIZATION_REQUIRED
+    assert provider.new_resource() == TOKEN_A
+    assert aws.sent_events == [], "a refresh request cannot help: none is sent"
+    assert aws.clock.sleeps == []
+    aws.clock.advance(DAY)
+    with pytest.raises(ConsumerError, match="needs reauthorization") as expired:
+        provider.token()
+    assert expired.value.reason == consumer.REAUTHORIZATION_REQUIRED
+
+
+# --- refused tokens and refresh requests --------------------------------------------------
+
+
+def test_a_refused_token_is_replaced_by_a_newer_published_one_without_a_request(
+    aws: Aws,
+) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    assert provider.token() == TOKEN_A
+    aws.publish(TOKEN_B)
+    assert provider.refused(TOKEN_A) == TOKEN_B
+    assert provider.token() == TOKEN_B, "the cache holds the new token"
+    assert aws.sent_events == []
+    assert aws.clock.sleeps == []
+
+
+def test_a_token_refused_twice_requests_a_refresh_and_waits_for_it(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(poll_interval_seconds=5)
+    aws.clock.at(10, lambda: aws.publish(TOKEN_B))
+    assert provider.refused(TOKEN_A) == TOKEN_B
+    assert aws.clock.sleeps == [5, 5]
+    [entry] = aws.sent_events
+    assert entry["Source"] == "cmstoken.consumer"
+    assert entry["DetailType"] == REFRESH_REQUESTED == "Service Token Refresh Requested"
+    assert "EventBusName" not in entry, "the default bus"
+    detail = json.loads(entry["Detail"])
+    assert detail["reason"] == "refused"
+    assert detail["token_fingerprint"] == fingerprint(TOKEN_A)
+    assert detail["secret_id"] == SECRET
+    assert_no_token(entry["Detail"])
+
+
+def test_no_new_token_within_the_wait_is_a_bounded_clear_error(
+    aws: Aws, logs: pytest.LogCaptureFixture
+) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(refresh_wait_seconds=60, poll_interval_seconds=7)
+    started = aws.clock.now()
+    with pytest.raises(ConsumerError, match="no new one was published within 60 s") as caught:
+        provider.refused(TOKEN_A)
+    assert caught.value.reason == consumer.REFRESH_TIMEOUT
+    assert aws.clock.now() - started == 60
+    assert sum(aws.clock.sleeps) == 60
+    assert max(aws.clock.sleeps) <= 7
+    assert fingerprint(TOKEN_A) in str(caught.value)
+    assert_no_token(str(caught.value))
+    assert_no_token(logged_text(logs))
+
+
+def test_requests_are_debounced_per_provider(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(request_debounce_seconds=300, refresh_wait_seconds=60)
+    with pytest.raises(ConsumerError, match="no new one"):
+        provider.refused(TOKEN_A)
+    # Still unanswered: the second refusal sends nothing and waits for the first request.
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert provider.refused(TOKEN_A) == TOKEN_B
+    assert len(aws.sent_events) == 1
+    # Answered, and the new token is refused too: fail at once, no request, no wait.
+    sleeps = len(aws.clock.sleeps)
+    with pytest.raises(ConsumerError, match="not asking again within 300 s") as caught:
+        provider.refused(TOKEN_B)
+    assert caught.value.reason == consumer.STILL_REFUSED
+    assert len(aws.sent_events) == 1
+    assert len(aws.clock.sleeps) == sleeps
+    # After the debounce interval a new request goes out.
+    aws.clock.advance(300)
+    aws.clock.at(5, lambda: aws.publish(TOKEN_C))
+    assert provider.refused(TOKEN_B) == TOKEN_C
+    assert [d["token_fingerprint"] for d in aws.details()] == [
+        fingerprint(TOKEN_A),
+        fingerprint(TOKEN_B),
+    ]
+
+
+def test_two_refusals_in_a_row_send_one_request(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert provider.refused(TOKEN_A) == TOKEN_B
+    with pytest.raises(ConsumerError):
+        provider.refused(TOKEN_B)
+    assert len(aws.sent_events) == 1
+
+
+def test_a_failed_request_is_a_clear_error_and_is_not_debounced(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+
+    def refuse(**_: Any) -> None:
+        error: Any = {"Error": {"Code": "AccessDeniedException", "Message": "m"}}
+        raise ClientError(error, "PutEvents")
+
+    aws.events.meta.events.register("before-call.events.PutEvents", refuse)
+    with pytest.raises(ConsumerError, match="events:PutEvents") as caught:
+        provider.refused(TOKEN_A)
+    assert caught.value.reason == consumer.REQUEST_FAILED
+    assert "AccessDeniedException" in str(caught.value)
+    aws.events.meta.events.unregister("before-call.events.PutEvents", refuse)
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert provider.refused(TOKEN_A) == TOKEN_B
+    assert aws.calls["PutEvents"] == 2
+
+
+def test_new_resource_requests_a_refresh_and_returns_the_rotated_token(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert provider.new_resource() == TOKEN_B
+    assert [d["reason"] for d in aws.details()] == ["new_resource"]
+    # Within the debounce interval, and answered: the current token, at once.
+    assert provider.new_resource() == TOKEN_B
+    assert len(aws.sent_events) == 1
+    assert aws.clock.sleeps == [5]
+
+
+def test_new_resource_keeps_the_current_token_when_no_rotation_comes(
+    aws: Aws, logs: pytest.LogCaptureFixture
+) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(refresh_wait_seconds=20)
+    assert provider.new_resource() == TOKEN_A
+    assert sum(aws.clock.sleeps) == 20
+    assert "no rotated service token" in logs.text
+
+
+# --- the requests authentication ------------------------------------------------------------
+
+
+class ScriptedAdapter(HTTPAdapter):
+    """Answers with the next status of a script and records the bearer tokens sent."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        super().__init__()
+        self.statuses = statuses
+        self.bearers: list[str] = []
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> requests.Response:
+        self.bearers.append(request.headers["Authorization"].removeprefix("Bearer "))
+        answer = requests.Response()
+        answer.status_code = self.statuses.pop(0)
+        answer._content = b'{"data": []}'
+        answer.raw = io.BytesIO()
+        answer.request = request
+        answer.url = request.url
+        answer.connection = self
+        return answer
+
+
+class StubProvider(ServiceTokenProvider):
+    """Serves TOKEN_A and replaces it with TOKEN_B when refused."""
+
+    def __init__(self) -> None:
+        super().__init__(SECRET)
+        self.refusals: list[str] = []
+
+    def token(self) -> str:
+        return TOKEN_A
+
+    def refused(self, token: str) -> str:
+        self.refusals.append(token)
+        return TOKEN_B
+
+
+def session_with(statuses: list[int]) -> tuple[requests.Session, ScriptedAdapter]:
+    session = requests.Session()
+    adapter = ScriptedAdapter(statuses)
+    session.mount("https://cms.example.com/", adapter)
+    return session, adapter
+
+
+def test_auth_sets_the_bearer_header() -> None:
+    session, adapter = session_with([200])
+    answer = session.get(f"{API_URL}/v3/projects", auth=ServiceTokenAuth(StubProvider()))
+    assert answer.status_code == 200
+    assert adapter.bearers == [TOKEN_A]
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_retries_once_with_the_new_token(status: int) -> None:
+    provider = StubProvider()
+    session, adapter = session_with([status, 200])
+    answer = session.post(f"{API_URL}/v3/projects", json={"a": 1}, auth=ServiceTokenAuth(provider))
+    assert answer.status_code == 200
+    assert adapter.bearers == [TOKEN_A, TOKEN_B]
+    assert provider.refusals == [TOKEN_A]
+    assert [r.status_code for r in answer.history] == [status]
+    assert answer.request.body == b'{"a": 1}'
+
+
+def test_auth_never_loops() -> None:
+    provider = StubProvider()
+    session, adapter = session_with([401, 401])
+    answer = session.get(f"{API_URL}/v3/projects", auth=ServiceTokenAuth(provider))
+    assert answer.status_code == 401
+    assert adapter.bearers == [TOKEN_A, TOKEN_B]
+    assert provider.refusals == [TOKEN_A]
+
+
+def test_auth_does_not_resend_a_streamed_body() -> None:
+    provider = StubProvider()
+    session, _ = session_with([401])
+    body = iter([b"chunk"])
+    answer = session.post(f"{API_URL}/v3/projects", data=body, auth=ServiceTokenAuth(provider))
+    assert answer.status_code == 401
+    assert provider.refusals == []
+
+
+def test_auth_with_a_real_provider_uses_the_rotated_token(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    session, adapter = session_with([401, 200])
+    answer = session.get(f"{provider.api_url}/v3/projects", auth=ServiceTokenAuth(provider))
+    assert answer.status_code == 200
+    assert adapter.bearers == [TOKEN_A, TOKEN_B]
+    assert len(aws.sent_events) == 1
+
+
+# --- construction ---------------------------------------------------------------------------
+
+
+def test_clients_are_created_on_first_use(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = ServiceTokenProvider(SECRET, clock=aws.clock)
+    assert provider._store is None
+    assert provider._events_client is None
+    assert provider.token() == TOKEN_A
+    assert provider.secrets_client.meta.service_model.service_name == "secretsmanager"
+    assert provider.events_client.meta.service_model.service_name == "events"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"min_validity_seconds": -1},
+        {"refresh_wait_seconds": -1},
+        {"request_debounce_seconds": -1},
+        {"poll_interval_seconds": 0},
+    ],
+)
+def test_options_are_checked(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        ServiceTokenProvider(SECRET, **options)
+    with pytest.raises(ConfigurationError):
+        ServiceTokenProvider("")
+
+
+def test_importing_the_helper_does_not_import_boto3() -> None:
+    code = (
+        "import sys, cmstoken.consumer; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
