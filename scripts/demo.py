@@ -5,7 +5,7 @@ Starts the emulator (identity provider and service) and moto's Secrets Manager s
 the operator command's code: bootstrap (the address and code are printed; the demo approves them
 through the emulator's activation pages and says so, or with INTERACTIVE=1 waits for you to open
 the page), a rotator run (skipped: the token is fresh), the clock moved 19 hours, a rotator run
-(rotated), and a project listing with the published token. It prints a summary of metadata only,
+(rotated), and a project listing through the consumer helper. It prints a summary of metadata only,
 never a secret, and stops its servers on exit and on Ctrl-C.
 """
 
@@ -90,9 +90,10 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
 
     from cmstoken import runtime
     from cmstoken.admin import StackFunctions, bootstrap
+    from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
     from cmstoken.documents import RefreshSecret, ServiceTokenDocument
+    from cmstoken.models import parse_project_listing
     from cmstoken.redaction import fingerprint
-    from cmstoken.service import ServiceClient
 
     secrets = boto3.client("secretsmanager")
     create_secrets(secrets)
@@ -134,7 +135,13 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
         )
     )
     document = ServiceTokenDocument.from_json(read(SERVICE_SECRET))
-    projects = ServiceClient(emulator.base_url).list_projects(document.token)
+    # As a workload would: the consumer helper reads the secret and authenticates the call.
+    provider = ServiceTokenProvider(SERVICE_SECRET, clock=clock)
+    with requests.Session() as session:
+        session.auth = ServiceTokenAuth(provider)
+        answer = session.get(f"{provider.api_url}/v3/projects", timeout=10)
+        answer.raise_for_status()
+    projects = parse_project_listing(answer.json())
     rows.append(
         ("service token", f"{fingerprint(document.token)}, expires {_iso(document.expires_at)}")
     )

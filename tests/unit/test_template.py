@@ -185,9 +185,28 @@ def test_only_the_products_functions_may_read_the_refresh_credential(
     assert deny["Principal"] == "*"
     assert deny["Action"] == "secretsmanager:GetSecretValue"
     allowed = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    roles = {item["Fn::GetAtt"][0] for item in allowed}
-    functions = of_type(resources, "AWS::Lambda::Function")
-    assert roles == {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()}
+    assert {item["Fn::GetAtt"][0] for item in allowed} == {"RotatorRole", "BootstrapRole"}
+
+
+def test_the_example_consumer_gets_the_consumer_policies_only(resources: dict[str, Any]) -> None:
+    role = resources["ExampleConsumerRole"]
+    assert role["Condition"] == "DeployExample"
+    assert role["Properties"]["ManagedPolicyArns"] == [
+        {"Ref": "ConsumerPolicy"},
+        {"Ref": "ConsumerRefreshRequestPolicy"},
+    ]
+    for _, document in policy_documents({"ExampleConsumerRole": role}):
+        for statement in statements(document):
+            assert not any(a.startswith("secretsmanager:") for a in as_list(statement["Action"]))
+    assert resources["ExampleConsumerFunction"]["Condition"] == "DeployExample"
+
+
+def test_consumers_may_request_a_refresh_only_as_consumers(resources: dict[str, Any]) -> None:
+    document = resources["ConsumerRefreshRequestPolicy"]["Properties"]["PolicyDocument"]
+    (statement,) = document["Statement"]
+    assert statement["Action"] == "events:PutEvents"
+    assert statement["Resource"]["Fn::Sub"].endswith(":event-bus/default")
+    assert statement["Condition"] == {"StringEquals": {"events:source": "cmstoken.consumer"}}
 
 
 def test_each_function_has_its_own_role(resources: dict[str, Any]) -> None:
