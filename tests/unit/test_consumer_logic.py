@@ -97,14 +97,7 @@ class Aws:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def aws(aws_credentials: None) -> Iterator[Aws]:
     with mock_aws():
         secrets = boto3.client("secretsmanager")
         events = boto3.client("events")

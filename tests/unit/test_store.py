@@ -21,14 +21,7 @@ from cmstoken.store import SecretStore, next_version_id
 
 
 @pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def client(aws_credentials: None) -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("secretsmanager")
         client.create_secret(Name="s")

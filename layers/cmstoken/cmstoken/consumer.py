@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from requests.auth import AuthBase
 
+from . import aws
 from .clock import Clock, SystemClock, to_iso
 from .documents import STATUS_ACTIVE, ServiceTokenDocument
 from .errors import (
@@ -126,17 +127,7 @@ class ServiceTokenProvider:
     def events_client(self) -> EventBridgeClient:
         """The EventBridge client (honours ``AWS_ENDPOINT_URL``)."""
         if self._events_client is None:
-            import boto3
-            from botocore.config import Config
-
-            self._events_client = boto3.client(
-                "events",
-                config=Config(
-                    connect_timeout=3,
-                    read_timeout=5,
-                    retries={"mode": "standard", "max_attempts": 3},
-                ),
-            )
+            self._events_client = aws.client("events")
         return self._events_client
 
     def _secret_store(self) -> SecretStore:

@@ -7,6 +7,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from . import aws
 from .clock import optional_iso
 
 if TYPE_CHECKING:
@@ -31,13 +32,7 @@ class Notifier:
     def client(self) -> EventBridgeClient:
         """The EventBridge client, created on first use (it honours ``AWS_ENDPOINT_URL``)."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            self._client = boto3.client(
-                "events",
-                config=Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 3}),
-            )
+            self._client = aws.client("events")
         return self._client
 
     def rotated(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from . import aws
 from .errors import StoreAccessError, StoreError, StoreUnavailableError, VersionConflictError
 
 if TYPE_CHECKING:
@@ -76,17 +77,7 @@ class SecretStore:
     def client(self) -> SecretsManagerClient:
         """The Secrets Manager client, created on first use."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            self._client = boto3.client(
-                "secretsmanager",
-                config=Config(
-                    connect_timeout=3,
-                    read_timeout=5,
-                    retries={"mode": "standard", "max_attempts": 3},
-                ),
-            )
+            self._client = aws.client("secretsmanager")
         return self._client
 
     def read(self, secret_id: str) -> SecretValue:
