@@ -59,6 +59,7 @@ def test_bootstrap_shows_the_code_waits_and_authorizes(stack: Stack, invoker: Lo
     assert "/idp/activate?user_code=" in output
     assert "waiting for approval" in output
     assert "Authorized" in output
+    assert "\u2588" in output  # the QR code's full blocks
     assert stack.published_token_works()
     credential = stack.refresh_document().credential
     assert credential is not None
@@ -85,8 +86,9 @@ def test_bootstrap_reports_expiry(stack: Stack, invoker: LocalInvoker) -> None:
 
 def test_bootstrap_free_trial_flag(stack: Stack, invoker: LocalInvoker) -> None:
     stack.clock.at(10, lambda: approve_pending(stack))
-    code, _ = admin(invoker, "bootstrap", "--free-trial")
+    code, output = admin(invoker, "bootstrap", "--free-trial", "--no-qr")
     assert code == 0
+    assert "\u2588" not in output
     credential = stack.refresh_document().credential
     assert credential is not None
     assert credential.client_id == stack.emulator.config.freetrial_client_id

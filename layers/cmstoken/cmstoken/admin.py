@@ -134,6 +134,7 @@ def bootstrap(
     free_trial: bool | None,
     out: TextIO,
     now: Callable[[], float] = time.time,
+    qr: bool = False,
 ) -> int:
     """Start the device authorization, show where to approve it, and wait until it ends."""
     event: dict[str, Any] = {"action": "start"}
@@ -142,7 +143,7 @@ def bootstrap(
     started = invoker.invoke(functions.bootstrap, event)
     if started.get("status") != "pending":
         raise AdminError(f"start failed: {started.get('message', started)}")
-    _announce(started, out)
+    _announce(started, out, qr=qr)
     expires_at = parse_iso(started["expires_at"])
     while True:
         left = expires_at - now()
@@ -194,8 +195,10 @@ def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
     return EXIT_OK if result.get("outcome") in ("rotated", "skipped") else EXIT_FAILED
 
 
-def _announce(started: Mapping[str, Any], out: TextIO) -> None:
+def _announce(started: Mapping[str, Any], out: TextIO, *, qr: bool) -> None:
     line = "=" * 64
+    if qr:
+        _qr_code(started["verification_uri_complete"], out)
     out.write(
         f"\n{line}\n"
         f"  Open:   {started['verification_uri_complete']}\n"
@@ -206,6 +209,15 @@ def _announce(started: Mapping[str, Any], out: TextIO) -> None:
         f"{line}\n\n"
     )
     out.flush()
+
+
+def _qr_code(address: str, out: TextIO) -> None:
+    """The address as a QR code in block characters, for a phone's camera (needs segno)."""
+    try:
+        import segno
+    except ImportError:
+        return
+    segno.make(address, error="l").terminal(out=out, compact=True, border=2)
 
 
 class _Countdown:
@@ -262,6 +274,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     trial = start.add_mutually_exclusive_group()
     trial.add_argument("--free-trial", dest="free_trial", action="store_true", default=None)
     trial.add_argument("--no-free-trial", dest="free_trial", action="store_false")
+    start.add_argument(
+        "--no-qr", dest="qr", action="store_false", help="do not print the address as a QR code"
+    )
     commands.add_parser("status", help="show the credential's state (exit 1 unless active)")
     commands.add_parser("rotate", help="force a rotation now")
     return parser.parse_args(argv)
@@ -270,7 +285,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, out: TextIO) -> int:
     """Run the parsed command against ``functions``."""
     if args.command == "bootstrap":
-        return bootstrap(invoker, functions, free_trial=args.free_trial, out=out)
+        return bootstrap(invoker, functions, free_trial=args.free_trial, out=out, qr=args.qr)
     if args.command == "status":
         return status(invoker, functions, out=out)
     return rotate(invoker, functions, out=out)
