@@ -52,48 +52,33 @@ def record_rotation(outcome: str | None, error: CmsTokenError | None) -> None:
 
 
 def record_freshness(rotator: Rotator, clock: Clock) -> None:
-    """Gauges from what the run saw: seconds to the service token's expiry, to the assumed end of
-    the refresh family, and the refresh token's age."""
+    """Gauges from what the run saw (the credential when it was read, else the published
+    document's copy of its metadata): seconds to the service token's expiry and to the assumed
+    end of the refresh family, and the ages of the refresh token and of the family."""
     now = clock.now()
-    published = rotator.published
-    credential = rotator.credential
-    if published is not None:
-        metrics.add_metric(
-            name="ServiceTokenSecondsToExpiry",
-            unit=MetricUnit.Seconds,
-            value=round(published.expires_at - now),
-        )
-    reauthorize_by = (
-        credential.reauthorize_by
-        if credential is not None
-        else (published.reauthorize_by if published is not None else None)
+    published, credential = rotator.published, rotator.credential
+
+    def known(field: str) -> float | None:
+        for source in (credential, published):
+            value = getattr(source, field, None) if source is not None else None
+            if value is not None:
+                return float(value)
+        return None
+
+    expires_at = published.expires_at if published is not None else None
+    reauthorize_by, refreshed_at, authorized_at = (
+        known("reauthorize_by"),
+        known("refreshed_at"),
+        known("authorized_at"),
     )
-    if reauthorize_by is not None:
-        metrics.add_metric(
-            name="SecondsUntilReauthorization",
-            unit=MetricUnit.Seconds,
-            value=round(reauthorize_by - now),
-        )
-    refreshed_at = (
-        credential.refreshed_at
-        if credential is not None
-        else (published.refreshed_at if published is not None else None)
-    )
-    if refreshed_at is not None:
-        metrics.add_metric(
-            name="RefreshTokenAgeSeconds", unit=MetricUnit.Seconds, value=round(now - refreshed_at)
-        )
-    authorized_at = (
-        credential.authorized_at
-        if credential is not None
-        else (published.authorized_at if published is not None else None)
-    )
-    if authorized_at is not None:
-        metrics.add_metric(
-            name="RefreshFamilyAgeSeconds",
-            unit=MetricUnit.Seconds,
-            value=round(now - authorized_at),
-        )
+    for name, seconds in (
+        ("ServiceTokenSecondsToExpiry", None if expires_at is None else expires_at - now),
+        ("SecondsUntilReauthorization", None if reauthorize_by is None else reauthorize_by - now),
+        ("RefreshTokenAgeSeconds", None if refreshed_at is None else now - refreshed_at),
+        ("RefreshFamilyAgeSeconds", None if authorized_at is None else now - authorized_at),
+    ):
+        if seconds is not None:
+            metrics.add_metric(name=name, unit=MetricUnit.Seconds, value=round(seconds))
 
 
 def record_upstream_latency(endpoint: str, elapsed_ms: float) -> None:
