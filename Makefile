@@ -51,7 +51,7 @@ template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
 	$(TOOL_ENV) $(BIN)/cfn-lint template.yaml
 
-build: $(STAMP) ## sam build (the layer's dependencies for arm64, the functions) into .aws-sam/
+build: $(STAMP) ## sam build (the layer: its lock for arm64, precompiled; the functions) into .aws-sam/
 	$(TOOL_ENV) $(BIN)/sam build --template template.yaml --build-dir .aws-sam/build
 
 test: lint template build ## Every check: lint, types, template, build, unit and integration tests
@@ -66,11 +66,19 @@ bench: $(STAMP) ## Benchmark: handler import time, AWS/upstream calls per run, l
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
 	$(BIN)/cms-emulator --port $${PORT:-0}
 
-lock: ## Re-resolve requirements-dev.txt from the top-level development dependencies
+# The layer's lock: resolved for Lambda's python3.13 on arm64, wheels only, every distribution
+# with its hashes, within the versions the development environment pins (tests run what ships).
+LAYER_LOCK_FLAGS := --python-version 3.13 --python-platform aarch64-manylinux2014 \
+  --only-binary :all: --generate-hashes --upgrade --custom-compile-command 'make lock'
+
+lock: ## Re-resolve requirements-dev.txt, then the layer's lock (layers/cmstoken/requirements.txt)
 	@python=$$(scripts/find-python) && rm -rf /tmp/cmstoken-lock && "$$python" -m venv /tmp/cmstoken-lock
 	/tmp/cmstoken-lock/bin/pip install --quiet -r requirements-dev.in
 	( echo '# Pinned development and test environment (Python 3.13). Regenerate with `make lock`.'; \
 	  /tmp/cmstoken-lock/bin/pip freeze --exclude-editable ) > requirements-dev.txt
+	/tmp/cmstoken-lock/bin/uv pip compile --quiet $(LAYER_LOCK_FLAGS) \
+	  --constraint requirements-dev.txt --output-file layers/cmstoken/requirements.txt \
+	  layers/cmstoken/requirements.in
 
 clean: ## Remove the virtual environment, build output and caches
 	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
