@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from cmstoken import runtime
 from cmstoken.bootstrap import BootstrapRequest
 from cmstoken.errors import CmsTokenError
-from cmstoken.observability import logger, metrics, record_bootstrap
+from cmstoken.observability import logger, metrics, record_authorized, record_bootstrap
 
 
 @metrics.log_metrics
@@ -22,13 +22,17 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     except CmsTokenError:
         record_bootstrap("failed")
         raise
+    bootstrapper = runtime.bootstrapper()
     try:
-        result = runtime.bootstrapper().handle(request, deadline=deadline)
+        result = bootstrapper.handle(request, deadline=deadline)
     except CmsTokenError as exc:
         record_bootstrap("failed")
         if request.action == "status":
             raise
         logger.error("bootstrap failed", extra={"action": request.action, "error": str(exc)})
         return {"status": "failed", "message": str(exc)}
-    record_bootstrap(str(result.get("status", "reported")))
+    status = str(result.get("status", "reported"))
+    record_bootstrap(status)
+    if status == "authorized":
+        record_authorized(bootstrapper.vault.published, runtime.CLOCK)
     return result

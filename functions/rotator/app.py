@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
 from cmstoken.errors import CmsTokenError
-from cmstoken.observability import logger, metrics, record_freshness, record_rotation
+from cmstoken.observability import logger, metrics, record_run
 from cmstoken.rotation import Rotator
 from cmstoken.triggers import RotationRequest
 
@@ -19,16 +19,22 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """Scheduled run, ``{"force": true}``, or a ``Service Token Refresh Requested`` event."""
     deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
     rotator: Rotator | None = None
+    outcome: str | None = None
+    error: BaseException | None = None
     try:
         request = RotationRequest.from_event(event)
         rotator = runtime.rotator(owner=context.aws_request_id)
         result = rotator.run(request, deadline=deadline)
+        outcome = result.outcome
     except CmsTokenError as exc:
+        error = exc
         logger.error("rotation failed", extra={"error": str(exc), "kind": type(exc).__name__})
-        record_rotation(None, exc)
+        raise
+    except Exception as exc:
+        # Not the project's error: its message may quote data, so only its type is logged.
+        error = exc
+        logger.error("rotation failed unexpectedly", extra={"kind": type(exc).__name__})
         raise
     finally:
-        if rotator is not None:
-            record_freshness(rotator, runtime.CLOCK)
-    record_rotation(result.outcome, None)
+        record_run(outcome, error, rotator, runtime.CLOCK)
     return result.to_dict()

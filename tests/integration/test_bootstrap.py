@@ -85,7 +85,12 @@ def test_the_whole_flow_authorizes_and_publishes_a_verified_token(
     for value in secret_values(stack):
         assert value not in output
         assert value not in str(result)
-    assert emitted_metrics(output)["BootstrapAuthorized"] == [0, 1]  # start, then poll
+    metrics = emitted_metrics(output)
+    assert metrics["BootstrapAuthorized"] == [0, 1]  # start, then poll
+    # The authorization clears the alarms at once, without waiting for a rotator run.
+    assert metrics["AuthorizationRequired"] == [0]
+    assert metrics["ServiceTokenSecondsToExpiry"] == [pytest.approx(86400, abs=5)]
+    assert metrics["RefreshFamilyAgeSeconds"] == [pytest.approx(0, abs=5)]
 
 
 def test_polls_keep_the_interval_across_invocations(stack: Stack) -> None:

@@ -85,6 +85,7 @@ def test_a_no_op_check_makes_one_aws_call_and_no_upstream_call(
     assert metrics["RotationSkipped"] == [1]
     assert metrics["RotationSucceeded"] == [0]
     assert metrics["RotationFailed"] == [0]
+    assert metrics["AuthorizationRequired"] == [0]
     assert metrics["ServiceTokenSecondsToExpiry"] == [pytest.approx(86400, abs=5)]
     assert metrics["SecondsUntilReauthorization"] == [pytest.approx(30 * 86400, abs=5)]
 
@@ -150,6 +151,28 @@ def test_a_refresh_request_event_forces_a_run_and_duplicates_are_no_ops(stack: S
     assert_healthy(stack)
 
 
+def test_an_unexpected_exception_counts_as_a_failed_run_and_its_message_is_not_logged(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug or a library error is still a failed run for the alarms; its message may quote
+    data (``int("eyJ...")`` quotes its argument), so only its type reaches the log."""
+    stack.seed()
+    leaked = "eyJ.not-to-be-logged"
+
+    def broken(**_: Any) -> Any:
+        raise ValueError(f"invalid literal for int() with base 10: {leaked!r}")
+
+    monkeypatch.setattr(runtime.store().client, "get_secret_value", broken)
+    with pytest.raises(ValueError, match="invalid literal"):
+        stack.invoke("rotator", {})
+    output = capsys.readouterr().out
+    assert leaked not in output
+    assert "rotation failed unexpectedly" in output
+    metrics = emitted_metrics(output)
+    assert metrics["RotationFailed"] == [1]
+    assert "AuthorizationRequired" not in metrics
+
+
 @pytest.mark.parametrize("event", [{"force": "true"}, {"force": 1}, [], "force"])
 def test_malformed_events_are_refused_clearly(
     stack: Stack, event: Any, capsys: pytest.CaptureFixture[str]
@@ -157,7 +180,9 @@ def test_malformed_events_are_refused_clearly(
     stack.seed()
     with pytest.raises(ConfigurationError, match="rotator event"):
         stack.invoke("rotator", event)
-    assert emitted_metrics(capsys.readouterr().out)["RotationFailed"] == [1]
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["RotationFailed"] == [1]
+    assert "AuthorizationRequired" not in metrics  # the run never learned the credential's state
     assert stack.emulator.counts["refresh"] == 0
 
 
@@ -180,8 +205,12 @@ def test_not_bootstrapped_fails_clearly_without_upstream_calls(
         stack.invoke("rotator", {})
     assert sum(stack.emulator.counts.values()) == 0
     metrics = emitted_metrics(capsys.readouterr().out)
-    assert metrics["RotationFailed"] == [1]
+    # A person must authorize: that is AuthorizationRequired's incident, not a failed rotation
+    # that a retry could repair, and there is no token whose expiry could be reported.
     assert metrics["NotBootstrapped"] == [1]
+    assert metrics["AuthorizationRequired"] == [1]
+    assert metrics["RotationFailed"] == [0]
+    assert "ServiceTokenSecondsToExpiry" not in metrics
 
 
 # --- crash at every step boundary (guarantees 1, 2, 4) --------------------------------------
@@ -424,7 +453,9 @@ def test_invalid_grant_marks_reauthorization_and_later_runs_stay_quiet(
     assert "reauthorization required" in output
     metrics = emitted_metrics(output)
     assert metrics["ReauthorizationRequired"] == [1]
-    assert metrics["RotationFailed"] == [1]
+    assert metrics["AuthorizationRequired"] == [1]
+    assert metrics["RotationFailed"] == [0]
+    assert "ServiceTokenSecondsToExpiry" not in metrics  # the incident is the authorization
     credential = stack.refresh_document().credential
     assert credential is not None
     assert credential.status == "reauthorization_required"
@@ -437,7 +468,9 @@ def test_invalid_grant_marks_reauthorization_and_later_runs_stay_quiet(
     assert sum(stack.emulator.counts.values()) == calls
     metrics = emitted_metrics(capsys.readouterr().out)
     assert metrics["ReauthorizationRequired"] == [1, 1, 1]
+    assert metrics["AuthorizationRequired"] == [1, 1, 1]
     assert metrics["RotationFailed"] == [0, 0, 0]
+    assert "ServiceTokenSecondsToExpiry" not in metrics
 
 
 def test_invalid_client_is_terminal_too(stack: Stack) -> None:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
-from samtranslator.translator.transform import transform
-from samtranslator.yaml_helper import yaml_parse
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+from template_model import as_list, of_type, source, statements, transformed
+
 # Actions AWS cannot scope to a resource; any other action on "*" is a finding.
 UNSCOPABLE = {
     "xray:PutTraceSegments",
@@ -22,48 +19,13 @@ UNSCOPABLE = {
 }
 
 
-class _NoManagedPolicies:
-    def load(self) -> dict[str, str]:
-        return {}
-
-
-@cache
-def source() -> dict[str, Any]:
-    return yaml_parse(TEMPLATE.read_text())  # type: ignore[no-any-return]
-
-
-@cache
-def _transformed() -> dict[str, Any]:
-    template = yaml_parse(TEMPLATE.read_text())
-    for resource in template["Resources"].values():
-        for key in ("CodeUri", "ContentUri"):
-            if key in resource.get("Properties", {}):
-                resource["Properties"][key] = "s3://bucket/key"
-    return transform(template, {}, _NoManagedPolicies())  # type: ignore[no-any-return]
-
-
 @pytest.fixture
-def resources(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    return _transformed()["Resources"]  # type: ignore[no-any-return]
-
-
-def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
-    return {name: r for name, r in resources.items() if r["Type"] == kind}
-
-
-def statements(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every statement, with the branches of an ``Fn::If`` (true and false) both included."""
-    for statement in document["Statement"]:
-        if "Fn::If" in statement:
-            for branch in statement["Fn::If"][1:]:
-                if isinstance(branch, dict) and "Effect" in branch:
-                    yield branch
-        else:
-            yield statement
+def resources() -> dict[str, Any]:
+    return transformed()["Resources"]  # type: ignore[no-any-return]
 
 
 def policy_documents(resources: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Identity policies: the roles' inline policies and the managed policies."""
     for name, resource in resources.items():
         properties = resource.get("Properties", {})
         if resource["Type"] == "AWS::IAM::Role":
@@ -71,10 +33,6 @@ def policy_documents(resources: dict[str, Any]) -> Iterator[tuple[str, dict[str,
                 yield name, policy["PolicyDocument"]
         if resource["Type"] == "AWS::IAM::ManagedPolicy":
             yield name, properties["PolicyDocument"]
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def test_every_function_runs_python_3_13_on_arm64(resources: dict[str, Any]) -> None:
@@ -217,16 +175,21 @@ def test_each_function_has_its_own_role(resources: dict[str, Any]) -> None:
 
 def test_the_schedule_retries_and_dead_letters(resources: dict[str, Any]) -> None:
     schedule = resources["RotatorFunctionSchedule"]["Properties"]
-    assert schedule["ScheduleExpression"] == {"Ref": "RotationSchedule"}
+    assert schedule["ScheduleExpression"] == {"Fn::Sub": "rate(${RotationIntervalMinutes} minutes)"}
     target = schedule["Target"]
     assert target["Arn"] == {"Fn::GetAtt": ["RotatorFunction", "Arn"]}
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 2
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
 
 
-def test_refresh_requests_from_any_source_reach_the_rotator(resources: dict[str, Any]) -> None:
+def test_refresh_requests_from_any_source_of_this_account_reach_the_rotator(
+    resources: dict[str, Any],
+) -> None:
     rule = resources["RefreshRequestedRule"]["Properties"]
-    assert rule["EventPattern"] == {"detail-type": ["Service Token Refresh Requested"]}
+    assert rule["EventPattern"] == {
+        "account": [{"Ref": "AWS::AccountId"}],
+        "detail-type": ["Service Token Refresh Requested"],
+    }
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["RotatorFunction", "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
@@ -279,30 +242,29 @@ def description(alarm: dict[str, Any]) -> str:
     return str(text["Fn::Sub"] if isinstance(text, dict) else text)
 
 
+PRODUCT_ALARMS = {
+    "AuthorizationRequiredAlarm": "AuthorizationRequired",
+    "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
+    "RotationFailingAlarm": "RotationFailed",
+    "RotatorSilentAlarm": "RotationFailed",
+    "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
+}
+
+
 def test_every_alarm_notifies_the_topic_and_says_what_to_do(resources: dict[str, Any]) -> None:
     found = alarms(resources)
-    assert set(found) == {
-        "ServiceTokenExpiringAlarm",
-        "ReauthorizationRequiredAlarm",
-        "RotationFailuresAlarm",
-        "DeadLetterAlarm",
-        "RefreshFamilyAgingAlarm",
-    }
+    assert set(found) == set(PRODUCT_ALARMS)
     for alarm in found.values():
         assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+        assert alarm["OKActions"] == [{"Ref": "AlarmTopic"}]
+        assert description(alarm).startswith("Incident: ")
         assert "cmstoken-admin" in description(alarm)
+        assert "Clears" in description(alarm)
 
 
 def test_product_alarms_watch_the_functions_metrics(resources: dict[str, Any]) -> None:
-
-    expected = {
-        "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
-        "ReauthorizationRequiredAlarm": "ReauthorizationRequired",
-        "RotationFailuresAlarm": "RotationFailed",
-        "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
-    }
     found = alarms(resources)
-    for name, metric in expected.items():
+    for name, metric in PRODUCT_ALARMS.items():
         assert found[name]["MetricName"] == metric
         assert found[name]["Namespace"] == {"Fn::Sub": "CmsToken/${AWS::StackName}"}
         assert found[name]["Dimensions"] == [{"Name": "service", "Value": "cmstoken"}]
@@ -311,11 +273,30 @@ def test_product_alarms_watch_the_functions_metrics(resources: dict[str, Any]) -
     assert variables["POWERTOOLS_SERVICE_NAME"] == "cmstoken"
 
 
-def test_a_silent_rotator_alarms_as_an_expiring_token(resources: dict[str, Any]) -> None:
-    alarm = alarms(resources)["ServiceTokenExpiringAlarm"]
-    assert alarm["TreatMissingData"] == "breaching"
-    assert alarm["ComparisonOperator"] == "LessThanThreshold"
-    assert alarm["Threshold"] == {"Ref": "ExpiryAlarmThresholdSeconds"}
+def test_only_the_silence_alarm_counts_missing_data(resources: dict[str, Any]) -> None:
+    """Gauges keep their state through a period without a run; silence is one incident."""
+    for name, alarm in alarms(resources).items():
+        expected = "breaching" if name == "RotatorSilentAlarm" else "ignore"
+        assert alarm["TreatMissingData"] == expected, name
+    silent = alarms(resources)["RotatorSilentAlarm"]
+    assert (silent["Statistic"], silent["ComparisonOperator"], silent["Threshold"]) == (
+        "SampleCount",
+        "LessThanThreshold",
+        1,
+    )
+
+
+def test_alarm_periods_follow_the_rotation_interval(resources: dict[str, Any]) -> None:
+    period = {
+        "Fn::FindInMap": ["AlarmWindows", {"Ref": "RotationIntervalMinutes"}, "PeriodSeconds"]
+    }
+    for alarm in alarms(resources).values():
+        assert alarm["Period"] == period
+    allowed = source()["Parameters"]["RotationIntervalMinutes"]["AllowedValues"]
+    windows = source()["Mappings"]["AlarmWindows"]
+    assert {str(minutes) for minutes in allowed} == set(windows)
+    for minutes in allowed:
+        assert windows[str(minutes)]["PeriodSeconds"] == minutes * 60
 
 
 def test_the_family_age_warning_defaults_to_25_days_and_can_be_disabled(
@@ -328,14 +309,6 @@ def test_the_family_age_warning_defaults_to_25_days_and_can_be_disabled(
     }
 
 
-def test_dead_letters_alarm(resources: dict[str, Any]) -> None:
-    alarm = alarms(resources)["DeadLetterAlarm"]
-    assert alarm["Namespace"] == "AWS/SQS"
-    assert alarm["Dimensions"][0]["Value"] == {
-        "Fn::GetAtt": ["RotationDeadLetterQueue", "QueueName"]
-    }
-
-
 def test_the_email_subscription_is_optional(resources: dict[str, Any]) -> None:
     subscription = resources["AlarmEmailSubscription"]
     assert subscription["Condition"] == "HasAlarmEmail"
@@ -344,7 +317,12 @@ def test_the_email_subscription_is_optional(resources: dict[str, Any]) -> None:
 
 def test_the_dashboard_shows_token_freshness(resources: dict[str, Any]) -> None:
     body = resources["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
-    for metric in ("RefreshFamilyAgeSeconds", "SecondsUntilReauthorization", "RotationFailed"):
+    for metric in (
+        "RefreshFamilyAgeSeconds",
+        "SecondsUntilReauthorization",
+        "RotationFailed",
+        "ApproximateNumberOfMessagesVisible",  # the dead letter queue's depth
+    ):
         assert metric in body
     assert "${ExpiryAlarm}" in body
 

@@ -13,7 +13,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from .clock import Clock
-from .errors import CmsTokenError, NotBootstrappedError, ReauthorizationRequiredError
+from .documents import STATUS_ACTIVE, RefreshCredential, ServiceTokenDocument
+from .errors import NotBootstrappedError, ReauthorizationRequiredError
 from .rotation import OUTCOME_REAUTHORIZATION_REQUIRED, OUTCOME_ROTATED, OUTCOME_SKIPPED, Rotator
 
 logger = Logger()
@@ -38,25 +39,73 @@ def _count(name: str, value: bool) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=1 if value else 0)
 
 
-def record_rotation(outcome: str | None, error: CmsTokenError | None) -> None:
-    """The run's outcome counters: exactly one of them is 1 on every run."""
+def record_run(
+    outcome: str | None, error: BaseException | None, rotator: Rotator | None, clock: Clock
+) -> None:
+    """Everything a rotator run reports, on every run that gets to report (template.yaml's
+    alarms read these):
+
+    - the outcome counters, exactly one of them 1: ``RotationSucceeded``, ``RotationSkipped``,
+      ``RotationFailed`` (any other failure, including an exception that is not the project's),
+      ``ReauthorizationRequired`` and ``NotBootstrapped`` (no working credential: a person must
+      authorize, which no retry can fix);
+    - ``AuthorizationRequired``: 1 while a person must authorize, 0 while the credential is
+      active, absent when the run failed before it learned which;
+    - the freshness gauges (``record_freshness``), except the service token's expiry while
+      authorization is required: that incident is ``AuthorizationRequired``'s alone.
+    """
+    needs_person = outcome == OUTCOME_REAUTHORIZATION_REQUIRED or isinstance(
+        error, ReauthorizationRequiredError | NotBootstrappedError
+    )
     _count("RotationSucceeded", outcome == OUTCOME_ROTATED)
     _count("RotationSkipped", outcome == OUTCOME_SKIPPED)
-    _count("RotationFailed", error is not None)
+    _count("RotationFailed", error is not None and not needs_person)
     _count(
         "ReauthorizationRequired",
         outcome == OUTCOME_REAUTHORIZATION_REQUIRED
         or isinstance(error, ReauthorizationRequiredError),
     )
     _count("NotBootstrapped", isinstance(error, NotBootstrappedError))
+    status = _credential_status(rotator)
+    if needs_person or status is not None:
+        _count("AuthorizationRequired", needs_person or status != STATUS_ACTIVE)
+    if rotator is not None:
+        record_freshness(
+            rotator.published, rotator.credential, clock, token_expiry=not needs_person
+        )
 
 
-def record_freshness(rotator: Rotator, clock: Clock) -> None:
-    """Gauges from what the run saw (the credential when it was read, else the published
-    document's copy of its metadata): seconds to the service token's expiry and to the assumed
-    end of the refresh family, and the ages of the refresh token and of the family."""
+def _credential_status(rotator: Rotator | None) -> str | None:
+    """The credential's status as the run saw it: from the credential when it was read, else
+    from the published document's copy of it."""
+    if rotator is None:
+        return None
+    if rotator.credential is not None:
+        return rotator.credential.status
+    if rotator.published is not None:
+        return rotator.published.credential_status
+    return None
+
+
+def record_authorized(published: ServiceTokenDocument | None, clock: Clock) -> None:
+    """A bootstrap that authorized the stack: authorization is no longer required, and the new
+    token's freshness is known at once (the alarms clear without waiting for a rotator run)."""
+    _count("AuthorizationRequired", False)
+    record_freshness(published, None, clock)
+
+
+def record_freshness(
+    published: ServiceTokenDocument | None,
+    credential: RefreshCredential | None,
+    clock: Clock,
+    *,
+    token_expiry: bool = True,
+) -> None:
+    """Gauges from what a run saw (the credential when it was read, else the published
+    document's copy of its metadata): seconds to the service token's expiry (unless
+    ``token_expiry`` is false) and to the assumed end of the refresh family, and the ages of
+    the refresh token and of the family."""
     now = clock.now()
-    published, credential = rotator.published, rotator.credential
 
     def known(field: str) -> float | None:
         for source in (credential, published):
@@ -65,7 +114,7 @@ def record_freshness(rotator: Rotator, clock: Clock) -> None:
                 return float(value)
         return None
 
-    expires_at = published.expires_at if published is not None else None
+    expires_at = published.expires_at if published is not None and token_expiry else None
     reauthorize_by, refreshed_at, authorized_at = (
         known("reauthorize_by"),
         known("refreshed_at"),
