@@ -237,6 +237,13 @@ def alarms(resources: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def composite_alarms(resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: r["Properties"]
+        for name, r in of_type(resources, "AWS::CloudWatch::CompositeAlarm").items()
+    }
+
+
 def description(alarm: dict[str, Any]) -> str:
     text = alarm["AlarmDescription"]
     return str(text["Fn::Sub"] if isinstance(text, dict) else text)
@@ -246,14 +253,19 @@ PRODUCT_ALARMS = {
     "AuthorizationRequiredAlarm": "AuthorizationRequired",
     "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
     "RotationFailingAlarm": "RotationFailed",
-    "RotatorSilentAlarm": "RotationFailed",
     "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
 }
 
 
+def notifying(resources: dict[str, Any]) -> dict[str, Any]:
+    """The alarms that notify the topic: the metric alarms and the composite alarm."""
+    found = {**alarms(resources), **composite_alarms(resources)}
+    return {name: alarm for name, alarm in found.items() if alarm.get("AlarmActions")}
+
+
 def test_every_alarm_notifies_the_topic_and_says_what_to_do(resources: dict[str, Any]) -> None:
-    found = alarms(resources)
-    assert set(found) == set(PRODUCT_ALARMS)
+    found = notifying(resources)
+    assert set(found) == {*PRODUCT_ALARMS, "RotatorSilentAlarm"}
     for alarm in found.values():
         assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
         assert alarm["OKActions"] == [{"Ref": "AlarmTopic"}]
@@ -264,7 +276,7 @@ def test_every_alarm_notifies_the_topic_and_says_what_to_do(resources: dict[str,
 
 def test_product_alarms_watch_the_functions_metrics(resources: dict[str, Any]) -> None:
     found = alarms(resources)
-    for name, metric in PRODUCT_ALARMS.items():
+    for name, metric in {**PRODUCT_ALARMS, "RotatorHeartbeatAlarm": "RotationFailed"}.items():
         assert found[name]["MetricName"] == metric
         assert found[name]["Namespace"] == {"Fn::Sub": "CmsToken/${AWS::StackName}"}
         assert found[name]["Dimensions"] == [{"Name": "service", "Value": "cmstoken"}]
@@ -273,17 +285,27 @@ def test_product_alarms_watch_the_functions_metrics(resources: dict[str, Any]) -
     assert variables["POWERTOOLS_SERVICE_NAME"] == "cmstoken"
 
 
-def test_only_the_silence_alarm_counts_missing_data(resources: dict[str, Any]) -> None:
+def test_only_the_heartbeat_counts_missing_data(resources: dict[str, Any]) -> None:
     """Gauges keep their state through a period without a run; silence is one incident."""
     for name, alarm in alarms(resources).items():
-        expected = "breaching" if name == "RotatorSilentAlarm" else "ignore"
+        expected = "breaching" if name == "RotatorHeartbeatAlarm" else "ignore"
         assert alarm["TreatMissingData"] == expected, name
-    silent = alarms(resources)["RotatorSilentAlarm"]
-    assert (silent["Statistic"], silent["ComparisonOperator"], silent["Threshold"]) == (
+    heartbeat = alarms(resources)["RotatorHeartbeatAlarm"]
+    assert (heartbeat["Statistic"], heartbeat["ComparisonOperator"], heartbeat["Threshold"]) == (
         "SampleCount",
         "LessThanThreshold",
         1,
     )
+    assert "AlarmActions" not in heartbeat
+    assert "OKActions" not in heartbeat
+
+
+def test_silence_alarms_only_after_the_rotator_has_reported(resources: dict[str, Any]) -> None:
+    rule = composite_alarms(resources)["RotatorSilentAlarm"]["AlarmRule"]
+    assert rule == {
+        "Fn::Sub": 'ALARM("${RotatorHeartbeatAlarm}") AND NOT '
+        'INSUFFICIENT_DATA("${RotationFailingAlarm}")'
+    }
 
 
 def test_alarm_periods_follow_the_rotation_interval(resources: dict[str, Any]) -> None:

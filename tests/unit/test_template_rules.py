@@ -46,7 +46,9 @@ NAMED = {
     "AWS::SNS::Topic": ("TopicName", "region"),
     "AWS::Events::Rule": ("Name", "region"),
     "AWS::CloudWatch::Alarm": ("AlarmName", "region"),
+    "AWS::CloudWatch::CompositeAlarm": ("AlarmName", "region"),
 }
+ALARM_TYPES = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
 # Types with no name of their own (attachments to a named resource, or ids AWS generates).
 NAMELESS = {
     "AWS::KMS::Key",
@@ -87,7 +89,8 @@ def test_alarm_topics_are_deliverable(encryption: str) -> None:
     resources = transformed()["Resources"]
     topics = {
         action
-        for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values()
+        for kind in ALARM_TYPES
+        for alarm in of_type(resources, kind).values()
         if resolver.present(alarm)
         for key in ("AlarmActions", "OKActions")
         for action in resolver.resolve(alarm["Properties"]).get(key, [])
@@ -178,18 +181,29 @@ def test_the_schedule_name_fits_for_a_stack_name_of_56_characters() -> None:
 def test_every_alarm_can_say_its_incident_ended(variant: str) -> None:
     """An alarm's actions run on a state change into the state they are listed for
     ("Alarm actions", CloudWatch User Guide, "Using Amazon CloudWatch alarms"): without
-    OKActions nobody hears that an incident is over. Every alarm here stands for an incident
-    that can end, so each one notifies the same targets on ALARM and on OK."""
+    OKActions nobody hears that an incident is over. Every alarm here that notifies stands for
+    an incident that can end, so it notifies the same targets on ALARM and on OK; an alarm with
+    no actions at all must be read by a composite alarm that has them."""
     resolver = Resolver(variants()[variant])
-    alarms = [
-        resolver.resolve(a["Properties"])
-        for a in of_type(transformed()["Resources"], "AWS::CloudWatch::Alarm").values()
+    resources = transformed()["Resources"]
+    present = {
+        name: resolver.resolve(a["Properties"])
+        for kind in ALARM_TYPES
+        for name, a in of_type(resources, kind).items()
         if resolver.present(a)
-    ]
-    assert alarms
-    for alarm in alarms:
-        assert alarm["AlarmActions"], alarm["MetricName"]
-        assert alarm.get("OKActions") == alarm["AlarmActions"], alarm["MetricName"]
+    }
+    rules = " ".join(
+        str(alarm["AlarmRule"]) for alarm in present.values() if "AlarmRule" in alarm
+    )
+    notifying = 0
+    for name, alarm in present.items():
+        if not alarm.get("AlarmActions"):
+            assert "OKActions" not in alarm, name
+            assert f'"<{name}>"' in rules, f"{name} notifies nobody and no composite reads it"
+            continue
+        notifying += 1
+        assert alarm.get("OKActions") == alarm["AlarmActions"], name
+    assert notifying >= 5
 
 
 @pytest.mark.parametrize("minutes", [5, 10, 15, 30, 60, 120])
@@ -199,7 +213,9 @@ def test_alarm_windows_stay_within_cloudwatch_limits(minutes: int) -> None:
     60; DatapointsToAlarm is at most EvaluationPeriods (CloudWatch API reference,
     PutMetricAlarm)."""
     resolver = Resolver(parameter_values(RotationIntervalMinutes=minutes))
-    for alarm in of_type(transformed()["Resources"], "AWS::CloudWatch::Alarm").values():
+    alarms = of_type(transformed()["Resources"], "AWS::CloudWatch::Alarm").values()
+    assert alarms
+    for alarm in alarms:
         properties = resolver.resolve(alarm["Properties"])
         period, periods = int(properties["Period"]), int(properties["EvaluationPeriods"])
         assert period == minutes * 60
@@ -250,15 +266,19 @@ def test_no_unused_parameter_or_mapping() -> None:
 def test_resolver_agrees_with_a_hand_resolved_alarm() -> None:
     """The rules above trust the resolver: one alarm resolved by hand."""
     resolver = Resolver(parameter_values(RotationIntervalMinutes=120))
-    alarm = resolver.resolve(transformed()["Resources"]["RotatorSilentAlarm"]["Properties"])
+    alarm = resolver.resolve(transformed()["Resources"]["RotatorHeartbeatAlarm"]["Properties"])
     assert alarm["Namespace"] == "CmsToken/cmstoken-prod"
     assert (alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (
         7200,
         2,
         2,
     )
-    assert any(isinstance(item, dict) for item in alarm["Dimensions"])
-    assert alarm["AlarmActions"] == ["<AlarmTopic>"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "cmstoken"}]
+    composite = resolver.resolve(transformed()["Resources"]["RotatorSilentAlarm"]["Properties"])
+    assert composite["AlarmRule"] == (
+        'ALARM("<RotatorHeartbeatAlarm>") AND NOT INSUFFICIENT_DATA("<RotationFailingAlarm>")'
+    )
+    assert composite["AlarmActions"] == ["<AlarmTopic>"]
 
 
 def _present(resolver: Resolver, resources: dict[str, Any]) -> dict[str, Any]:
