@@ -67,12 +67,11 @@ def record_run(
     )
     _count("NotBootstrapped", isinstance(error, NotBootstrappedError))
     status = _credential_status(rotator)
-    if needs_person or status is not None:
-        _count("AuthorizationRequired", needs_person or status != STATUS_ACTIVE)
+    required = needs_person or (status is not None and status != STATUS_ACTIVE)
+    if required or status is not None:
+        _count("AuthorizationRequired", required)
     if rotator is not None:
-        record_freshness(
-            rotator.published, rotator.credential, clock, token_expiry=not needs_person
-        )
+        record_freshness(rotator.published, rotator.credential, clock, token_expiry=not required)
 
 
 def _credential_status(rotator: Rotator | None) -> str | None:
