@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, optional_iso, to_iso
 from .credentials import CredentialVault, Snapshot
-from .device_flow import DevicePoller, PollSchedule, start_device_authorization
 from .documents import (
     STATUS_ACTIVE,
     PendingAuthorization,
@@ -30,14 +29,16 @@ from .errors import (
     ExpiredTokenError,
     TerminalError,
 )
-from .identity import IdentityClient
-from .models import RawTokens
 from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
 from .service import ServiceClient
 from .settings import Settings
 from .store import SecretStore
+
+if TYPE_CHECKING:
+    from .device_flow import PollSchedule
+    from .models import RawTokens
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +127,9 @@ class Bootstrapper:
                 "an authorization is already pending: approve it at the address shown, or "
                 f"start again after it expires at {to_iso(pending.expires_at)}",
             )
+        # The device flow is loaded by start and poll only (not by a status query's cold start).
+        from .device_flow import PollSchedule, start_device_authorization
+
         started = start_device_authorization(self.service, free_trial=free_trial)
         authorization = started.authorization
         schedule = PollSchedule.first(authorization)
@@ -163,6 +167,9 @@ class Bootstrapper:
         pending = snapshot.secret.pending
         if pending is None:
             return {"status": "none", "message": "nothing is pending: run start first"}
+        from .device_flow import DevicePoller, PollSchedule
+        from .identity import IdentityClient
+
         identity = IdentityClient(
             pending.issuer_url, transport=self.service.transport, clock=self.clock
         )

@@ -3,6 +3,9 @@
 Every request goes through ``HttpTransport.request``, which never follows redirects (a token must
 not travel to an address nobody configured), reads at most ``max_body`` bytes, and turns every
 ``requests`` failure into the project's ``TransientError`` types.
+
+``requests`` is imported on the first request, not with this module: a run that makes no upstream
+call (a scheduled no-op, a status query) does not pay for loading it at cold start.
 """
 
 from __future__ import annotations
@@ -11,12 +14,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import requests
-from requests.structures import CaseInsensitiveDict
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from . import __version__
 from .errors import (
@@ -25,6 +24,9 @@ from .errors import (
     UpstreamConnectionError,
     UpstreamTimeoutError,
 )
+
+if TYPE_CHECKING:
+    import requests
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,8 @@ class HttpTransport:
     def session(self) -> requests.Session:
         """The pooled session, created on first use."""
         if self._session is None:
+            import requests
+
             session = requests.Session()
             session.headers["User-Agent"] = f"cmstoken/{__version__}"
             session.headers["Accept"] = "application/json"
@@ -164,6 +168,9 @@ class HttpTransport:
         read: float,
         started: float,
     ) -> HttpResponse:
+        import requests
+        from requests.structures import CaseInsensitiveDict
+
         try:
             response = self.session.request(
                 method,
@@ -228,6 +235,8 @@ class HttpTransport:
             )
 
     def _read_body(self, response: requests.Response, *, endpoint: str) -> bytes:
+        import requests
+
         chunks: list[bytes] = []
         size = 0
         try:
@@ -266,5 +275,7 @@ def _origin(url: str) -> str:
 def _is_connect_failure(exc: requests.ConnectionError) -> bool:
     """True when the request never reached the server (refused, unresolvable, connect timeout),
     so it was certainly not acted on."""
+    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     return isinstance(reason, NewConnectionError | NameResolutionError | ConnectTimeoutError)

@@ -45,7 +45,6 @@ from .errors import (
     StoreUnavailableError,
     VersionConflictError,
 )
-from .identity import IdentityClient
 from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
@@ -221,6 +220,8 @@ class Rotator:
                 "credential": fingerprint(credential.refresh_token),
             },
         )
+        from .identity import IdentityClient  # only a refresh needs it (not a no-op's cold start)
+
         identity = IdentityClient(
             credential.issuer_url, transport=self.service.transport, clock=self.clock
         )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from typing import TYPE_CHECKING
 
-from .bootstrap import Bootstrapper
 from .clock import SystemClock
 from .http import HttpTransport
 from .notifications import Notifier
@@ -15,6 +15,9 @@ from .rotation import Rotator
 from .service import ServiceClient
 from .settings import Settings
 from .store import SecretStore
+
+if TYPE_CHECKING:
+    from .bootstrap import Bootstrapper
 
 CLOCK = SystemClock()
 
@@ -59,6 +62,8 @@ def rotator(owner: str) -> Rotator:
 
 def bootstrapper() -> Bootstrapper:
     """A bootstrapper for one invocation."""
+    from .bootstrap import Bootstrapper  # not loaded by the rotator's cold start
+
     return Bootstrapper(
         settings(), store=store(), service=service(), clock=CLOCK, notifier=notifier()
     )

@@ -1,11 +1,18 @@
-"""Client of the service: provider information, token exchange and project listing (1, 4, 6)."""
+"""Client of the service: provider information, token exchange and project listing (1, 4, 6).
+
+The response models are imported by the calls that parse them: a cold start that makes no
+upstream call (a scheduled no-op, a status query) does not load them.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .clock import Clock, SystemClock
 from .http import HttpTransport, validate_url
-from .models import Project, ProviderInfo, ServiceToken, parse_project_listing
-from .responses import json_object, json_value, service_error
+
+if TYPE_CHECKING:
+    from .models import Project, ProviderInfo, ServiceToken
 
 
 class ServiceClient:
@@ -27,6 +34,9 @@ class ServiceClient:
 
     def provider_info(self) -> ProviderInfo:
         """The identity provider's address, client ids, scope and audience (endpoint 1)."""
+        from .models import ProviderInfo
+        from .responses import json_object, service_error
+
         response = self.transport.request(
             "GET", f"{self.base_url}/api/v3/auth/provider", endpoint="provider"
         )
@@ -41,6 +51,9 @@ class ServiceClient:
 
         The service token's expiry is its JWT ``exp``, else ``fallback_expires_at``.
         """
+        from .models import ServiceToken
+        from .responses import json_object, service_error
+
         response = self.transport.request(
             "POST",
             f"{self.base_url}/api/v3/auth/token",
@@ -60,6 +73,9 @@ class ServiceClient:
     ) -> list[Project]:
         """The projects the service token can see (endpoint 6); accepts the ``{"data": [...]}``
         envelope and a bare object alike. ``TokenRefusedError`` when the token is not accepted."""
+        from .models import parse_project_listing
+        from .responses import json_value, service_error
+
         response = self.transport.request(
             "GET",
             f"{self.api_url}/v3/projects",
