@@ -1,20 +1,31 @@
-"""`make bench`: cold-start imports, AWS and upstream calls per run, and the layer's size.
+"""`make bench`: cold starts of the built functions, AWS and upstream calls per run, layer size.
 
 A benchmark, not a test (it is not part of `make test`). It prints a table
 ``| measure | value | budget | ok |`` and a one-line summary, and exits 1 when a budget is exceeded
 or a measurement could not be made (naming which). Three parts:
 
-1. Imports. Fresh interpreters, interleaved, ``BENCH_RUNS`` (15) runs each, medians: each handler
-   loaded the way Lambda loads it (``app`` from its file, the layer package importable), against
-   ``import boto3, requests`` in the same interpreter (budget: ratio <= 1.10); ``get-token``'s
-   import, which must load no boto3, botocore or Powertools module. A few ``-X importtime`` runs
-   attribute each handler's import time to the packages that pull the modules in.
+1. Cold starts, measured on what ships, in Lambda's layout. ``sam build`` into a temporary
+   directory; the runtime's boto3 emulated by a directory of its own (boto3 and its dependencies
+   at the versions requirements-dev.txt pins, precompiled as the runtime ships them). Each run is
+   a fresh CPython 3.13 with no site-packages (``-S``), ``PYTHONPATH`` = the built function's
+   directory (Lambda's task root), the built layer's ``python/`` (/opt/python), then the runtime's
+   boto3; bytecode writes disabled and the layer and function read-only, as in Lambda; the
+   environment the template gives the functions, pointed at moto's server and the emulator, plus
+   what the Lambda runtime sets. Timed on the wall clock from before the process is spawned to its
+   first result line: the import and the first invocation, a handler's boto3 client included.
+   - floor: ``import boto3, requests``, a Secrets Manager client, one ``GetSecretValue``;
+   - rotator: a scheduled no-op (``{}`` against a fresh token: ``skipped``);
+   - bootstrap: ``{"action": "status"}`` against the bootstrapped secrets.
+   ``BENCH_RUNS`` (15, at least 7) interleaved runs each; medians. Budget: each handler's median
+   <= 1.10 x the floor's. Also: every layer module a handler loads must come from the layer's
+   bytecode (a ``-v`` run), and ``get-token``'s import must load no boto3, botocore or Powertools
+   module. A few ``-X importtime`` runs attribute each import to the packages that pull it in.
 2. Calls. The emulator and moto's server on 127.0.0.1, the stack's two secrets, a bootstrap through
    the operator command's code (approved at the emulator), then the AWS calls (botocore
    ``before-call`` hook) and upstream calls (``emulator.counts``) of a scheduled no-op check and of
    a due rotation after the clock moves 19 hours.
-3. Size. ``sam build`` into a temporary directory (in the background while part 2 runs); the
-   SharedLayer directory's unzipped size against Lambda's 250 MB limit, and its deflated zip.
+3. Size. The same build's SharedLayer directory, unzipped, against Lambda's 250 MB limit, and its
+   deflated zip.
 """
 
 from __future__ import annotations
@@ -22,22 +33,28 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from local_stack import (
     BOOTSTRAP,
+    REFRESH_SECRET,
     ROTATOR,
+    SERVICE_SECRET,
+    TIMEOUTS,
     ApprovingInvoker,
     EmulatorTime,
     configure_environment,
@@ -47,13 +64,28 @@ from local_stack import (
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+# The interpreter the cold starts run on: the one this venv was made from, without its packages.
+RUNTIME_PYTHON = getattr(sys, "_base_executable", sys.executable)
+RUNTIME_VERSION = (3, 13)  # Lambda's python3.13: the layer's bytecode is for this version only
 VENV_BIN = ROOT / ".venv" / "bin"
+MIN_RUNS = 7
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 IMPORTTIME_RUNS = 3
 SAM_TIMEOUT_SECONDS = 300
+RUN_TIMEOUT_SECONDS = 60
 
-IMPORT_RATIO_BUDGET = 1.10
+COLD_START_BUDGET = 1.10
 FORBIDDEN_IN_GET_TOKEN = ("boto3", "botocore", "aws_lambda_powertools")
+# What the Lambda runtime provides besides the standard library (boto3 and its dependencies).
+RUNTIME_DISTRIBUTIONS = (
+    "boto3",
+    "botocore",
+    "jmespath",
+    "python-dateutil",
+    "s3transfer",
+    "six",
+    "urllib3",
+)
 NOOP_AWS_CALLS = 1
 # Read the published token and the credential; claim, store the rotation, publish; announce it.
 ROTATION_AWS_CALLS = {"GetSecretValue": 2, "PutSecretValue": 3, "EventBridge:PutEvents": 1}
@@ -62,38 +94,51 @@ HOURS_FORWARD = 19
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # function code and all its layers, unzipped
 MIB = 1024 * 1024
 
-HANDLERS = ("rotator", "bootstrap")
-# What the template sets for every function (the Powertools logger and metrics read it at import).
-FUNCTION_ENV = {
-    "POWERTOOLS_SERVICE_NAME": "cmstoken",
-    "POWERTOOLS_METRICS_NAMESPACE": "CmsToken/bench",
-    "POWERTOOLS_LOG_LEVEL": "INFO",
-}
 MARKER = "--bench: timed import starts--"
+RESULT = "--bench: result--"
+MODULES = "--bench: modules--"
 
-# Runs in a fresh interpreter (``-P``: no script directory on sys.path). Prints one JSON line.
+# Runs in a fresh interpreter: prints RESULT + the first result as soon as it has it (the parent
+# stops its clock there), then MODULES + where each loaded module came from.
 PROBE = f"""
 import json, sys, time
-mode, target = sys.argv[1], sys.argv[2]
-if mode == "handler":
-    import importlib.util, os
-    sys.path.insert(0, os.path.dirname(target))  # the function's directory, as /var/task
+started = time.monotonic()
+mode, argument = sys.argv[1], sys.argv[2]
 sys.stderr.write({MARKER!r} + "\\n")
 sys.stderr.flush()
-started = time.perf_counter()
-if mode == "baseline":
+if mode == "floor":
     import boto3, requests
+    boto3.client("secretsmanager").get_secret_value(SecretId=argument)
+    result = {{}}
 elif mode == "handler":
-    spec = importlib.util.spec_from_file_location("app", target)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["app"] = module
-    spec.loader.exec_module(module)
-    handler = module.lambda_handler
+    import os
+    import app
+
+    class Context:  # what Lambda's runtime passes; the fields Powertools reads
+        function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
+        function_version = "$LATEST"
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:" + function_name
+        memory_limit_in_mb = int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"])
+        aws_request_id = "00000000-0000-4000-8000-000000000000"
+        log_group_name = "/aws/lambda/" + function_name
+        log_stream_name = "2026/11/22/[$LATEST]bench"
+
+        def get_remaining_time_in_millis(self):
+            timeout = float(os.environ["BENCH_TIMEOUT_SECONDS"])
+            return int(max(0.0, timeout - (time.monotonic() - started)) * 1000)
+
+    result = app.lambda_handler(json.loads(argument), Context())
 else:
-    __import__(target)
-elapsed = time.perf_counter() - started
-tops = sorted({{name.split(".")[0] for name in sys.modules}})
-print(json.dumps({{"seconds": elapsed, "packages": tops}}))
+    __import__(argument)
+    result = {{}}
+sys.stdout.write("\\n" + {RESULT!r} + json.dumps(result) + "\\n")
+sys.stdout.flush()
+files = {{
+    name: module.__file__
+    for name, module in list(sys.modules.items())
+    if isinstance(getattr(module, "__file__", None), str)
+}}
+sys.stdout.write({MODULES!r} + json.dumps(files) + "\\n")
 """
 
 
@@ -138,47 +183,376 @@ class Report:
         return "\n".join([line(header), rule, *(line(c) for c in cells)])
 
 
-# --- 1. imports --------------------------------------------------------------------------------
+# --- 1. cold starts ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Lambda's file system, emulated: the built functions' directories, the built layer's
+    ``python/`` directory and the runtime's boto3."""
+
+    build: Path  # sam build's output: <LogicalId>/ per function and layer
+    runtime: Path
+    cwd: Path
+
+    @property
+    def layer(self) -> Path:
+        return self.build / "SharedLayer" / "python"
+
+    def function(self, name: str) -> Path:
+        return self.build / f"{name.capitalize()}Function"
 
 
 @dataclass(frozen=True)
 class Subject:
     name: str
-    mode: str  # baseline | handler | module
-    target: str
+    mode: str  # floor | handler | module
+    argument: str  # the secret, the event (JSON) or the module
+    function: str | None = None  # a handler's function: rotator | bootstrap
+
+    def expect(self, result: Any) -> str | None:
+        """What is wrong with this subject's first result (None: it is what a cold start of
+        this kind must return)."""
+        if self.function == "rotator" and result.get("outcome") != "skipped":
+            return f"expected a skipped no-op, got {result!r}"
+        if self.function == "bootstrap":
+            credential = result.get("credential") or {}
+            if credential.get("status") != "active":
+                return f"expected an active credential, got {result!r}"
+        return None
 
 
-def probe_env(base: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith("PYTHON")}
-    env.update(FUNCTION_ENV)
-    return env
+FLOOR = Subject("floor", "floor", SERVICE_SECRET)
+HANDLERS = (
+    Subject("rotator", "handler", "{}", "rotator"),
+    Subject("bootstrap", "handler", json.dumps({"action": "status"}), "bootstrap"),
+)
+GET_TOKEN = Subject("get-token", "module", "cmstoken.get_token")
 
 
-def run_probe(
-    subject: Subject, env: Mapping[str, str], *, importtime: bool = False
-) -> tuple[dict[str, Any], str]:
-    """One fresh interpreter: its JSON line (seconds, top-level packages loaded) and stderr."""
-    flags = ["-X", "importtime"] if importtime else []
-    completed = subprocess.run(  # noqa: S603 -- our own interpreter and probe
-        [PYTHON, *flags, "-P", "-c", PROBE, subject.mode, subject.target],
+@dataclass
+class Probe:
+    seconds: float
+    result: Any
+    modules: dict[str, str]
+    stderr: str
+
+
+def dev_pins() -> dict[str, str]:
+    """The versions requirements-dev.txt pins, by normalized name."""
+    pins = {}
+    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep and not line.startswith("#"):
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def install_runtime(directory: Path) -> None:
+    """The Lambda runtime's boto3, emulated: boto3 and its dependencies at the development pins,
+    in a directory of their own, precompiled (pip's default, as the runtime ships them)."""
+    pins = dev_pins()
+    missing = [name for name in RUNTIME_DISTRIBUTIONS if name not in pins]
+    if missing:
+        raise RuntimeError(f"requirements-dev.txt pins no {', '.join(missing)}")
+    completed = subprocess.run(  # noqa: S603 -- our interpreter's pip, pinned versions
+        [
+            PYTHON,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--target",
+            str(directory),
+            *(f"{name}=={pins[name]}" for name in RUNTIME_DISTRIBUTIONS),
+        ],
         capture_output=True,
         text=True,
-        env=dict(env),
-        cwd=tempfile.gettempdir(),
-        timeout=120,
         check=False,
     )
     if completed.returncode != 0:
-        tail = "\n".join(completed.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"importing {subject.name} failed:\n{tail}")
-    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return result, completed.stderr
+        raise RuntimeError(f"installing the runtime's boto3 failed:\n{completed.stderr[-2000:]}")
+    shutil.rmtree(directory / "bin", ignore_errors=True)
+
+
+def template_environment(function: str, local: Mapping[str, str]) -> dict[str, str]:
+    """The environment template.yaml gives ``functions/<function>/`` (Globals, then the function's
+    own), each variable's value from ``local`` or else the literal or parameter default it has.
+    A variable the bench cannot give a value fails, so the bench follows the template."""
+    import yaml
+
+    class Tagged:
+        def __init__(self, tag: str, value: Any) -> None:
+            self.tag, self.value = tag, value
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+        pass
+
+    def tagged(loader: Loader, suffix: str, node: Any) -> Tagged:
+        if isinstance(node, yaml.ScalarNode):
+            return Tagged(suffix, loader.construct_scalar(node))
+        if isinstance(node, yaml.SequenceNode):
+            return Tagged(suffix, loader.construct_sequence(node, deep=True))
+        return Tagged(suffix, loader.construct_mapping(node, deep=True))
+
+    Loader.add_multi_constructor("!", tagged)
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)  # noqa: S506
+    parameters = template.get("Parameters") or {}
+
+    def variables(properties: Mapping[str, Any] | None) -> dict[str, Any]:
+        return dict(((properties or {}).get("Environment") or {}).get("Variables") or {})
+
+    found = variables((template.get("Globals") or {}).get("Function"))
+    for resource in (template.get("Resources") or {}).values():
+        properties = resource.get("Properties") or {}
+        if (
+            resource.get("Type") == "AWS::Serverless::Function"
+            and str(properties.get("CodeUri", "")).rstrip("/") == f"functions/{function}"
+        ):
+            found.update(variables(properties))
+    environment = {}
+    for name, value in found.items():
+        if name in local:
+            environment[name] = local[name]
+        elif isinstance(value, bool):
+            environment[name] = str(value).lower()
+        elif isinstance(value, str | int | float):
+            environment[name] = str(value)
+        elif (
+            isinstance(value, Tagged)
+            and value.tag == "Ref"
+            and "Default" in (parameters.get(value.value) or {})
+        ):
+            environment[name] = str(parameters[value.value]["Default"])
+        else:
+            raise RuntimeError(
+                f"template.yaml sets {name} for functions/{function} in a way the bench cannot "
+                "reproduce locally: give it a local value in scripts/bench.py"
+            )
+    return environment
+
+
+def lambda_environment(
+    layout: Layout, subject: Subject, emulator: Any, aws_endpoint: str
+) -> dict[str, str]:
+    """The whole environment of one cold start: nothing inherited from this process."""
+    function = subject.function or "rotator"
+    name = f"cmstoken-bench-{function}"
+    env = template_environment(
+        function,
+        {
+            "SERVICE_BASE_URL": emulator.base_url,
+            "REFRESH_SECRET_ID": REFRESH_SECRET,
+            "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
+            "POWERTOOLS_METRICS_NAMESPACE": "CmsToken/bench",
+        },
+    )
+    env.update(
+        {
+            # What Lambda's runtime sets.
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+            "AWS_LAMBDA_FUNCTION_NAME": name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+            "LAMBDA_TASK_ROOT": str(layout.function(function)),
+            "_HANDLER": "app.lambda_handler",
+            "TZ": ":UTC",
+            "LANG": "C.UTF-8",
+            # Lambda's sys.path order: the task root, the layer, then the runtime's boto3.
+            "PYTHONPATH": os.pathsep.join(
+                [str(layout.function(function)), str(layout.layer), str(layout.runtime)]
+            ),
+            "PYTHONDONTWRITEBYTECODE": "1",  # /var/task and /opt are read-only
+            # moto's server, dummy credentials, no configuration files, no metadata service.
+            "AWS_ENDPOINT_URL": aws_endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_CONFIG_FILE": str(layout.cwd / "no-aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(layout.cwd / "no-aws-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "BENCH_TIMEOUT_SECONDS": str(
+                TIMEOUTS[BOOTSTRAP if function == "bootstrap" else ROTATOR]
+            ),
+        }
+    )
+    return env
+
+
+def run_probe(subject: Subject, env: Mapping[str, str], cwd: Path, *flags: str) -> Probe:
+    """One cold start: the wall-clock time from spawning the process to its result line."""
+    command = [RUNTIME_PYTHON, "-S", "-P", *flags, "-c", PROBE, subject.mode, subject.argument]
+    stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 -- closed below
+    started = time.perf_counter()
+    process = subprocess.Popen(  # noqa: S603 -- our interpreter and probe
+        command, stdout=subprocess.PIPE, stderr=stderr, env=dict(env), cwd=cwd, text=True
+    )
+    watchdog = threading.Timer(RUN_TIMEOUT_SECONDS, process.kill)
+    watchdog.start()
+    try:
+        assert process.stdout is not None
+        seconds, result = None, None
+        for line in process.stdout:
+            if line.startswith(RESULT):
+                seconds = time.perf_counter() - started
+                result = json.loads(line[len(RESULT) :])
+                break
+        rest = process.stdout.read()
+        process.wait()
+    finally:
+        watchdog.cancel()
+        stderr.seek(0)
+        errors = stderr.read()
+        stderr.close()
+    if seconds is None:
+        tail = "\n".join(errors.strip().splitlines()[-8:])
+        raise RuntimeError(f"{subject.name}: no result (exit {process.returncode}):\n{tail}")
+    modules: dict[str, str] = {}
+    for line in rest.splitlines():
+        if line.startswith(MODULES):
+            modules = json.loads(line[len(MODULES) :])
+    problem = subject.expect(result)
+    if problem is not None:
+        raise RuntimeError(f"{subject.name}: {problem}")
+    return Probe(seconds, result, modules, errors)
+
+
+@contextmanager
+def read_only(*directories: Path) -> Iterator[None]:
+    """The directories made read-only (as /opt and /var/task are), restored on the way out."""
+    changed: list[tuple[Path, int]] = []
+    try:
+        for directory in directories:
+            for path in [directory, *directory.rglob("*")]:
+                mode = path.stat().st_mode
+                changed.append((path, mode))
+                path.chmod(mode & ~0o222)
+        yield
+    finally:
+        for path, mode in reversed(changed):
+            path.chmod(mode)
+
+
+def files_under(directory: Path) -> set[str]:
+    return {str(path) for path in directory.rglob("*")}
+
+
+def measure_cold_starts(report: Report, layout: Layout, emulator: Any, aws_endpoint: str) -> None:
+    if RUNS < MIN_RUNS:
+        raise RuntimeError(f"BENCH_RUNS={RUNS}: the budget is a median of at least {MIN_RUNS}")
+    check = subprocess.run(  # noqa: S603 -- the interpreter the cold starts use
+        [RUNTIME_PYTHON, "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wanted = ".".join(map(str, RUNTIME_VERSION))
+    if check.stdout.strip() != wanted:
+        raise RuntimeError(
+            f"{RUNTIME_PYTHON} is Python {check.stdout.strip()}: the layer's bytecode is for "
+            f"{wanted} (Lambda's python3.13); recreate .venv with Python {wanted}"
+        )
+    subjects = [FLOOR, *HANDLERS, GET_TOKEN]
+    envs = {s.name: lambda_environment(layout, s, emulator, aws_endpoint) for s in subjects}
+    shipped = [layout.build]
+    before = set().union(*(files_under(d) for d in shipped))
+    seconds: dict[str, list[float]] = {s.name: [] for s in subjects}
+    probes: dict[str, Probe] = {}
+    with read_only(*shipped):
+        for subject in subjects:  # warm-up: the page cache, not timed
+            run_probe(subject, envs[subject.name], layout.cwd)
+        for run in range(RUNS):
+            shift = run % len(subjects)  # interleaved, each subject in every position in turn
+            for subject in subjects[shift:] + subjects[:shift]:
+                probe = run_probe(subject, envs[subject.name], layout.cwd)
+                seconds[subject.name].append(probe.seconds)
+                probes[subject.name] = probe
+        verbose = {s.name: run_probe(s, envs[s.name], layout.cwd, "-v") for s in HANDLERS}
+        importtime = {
+            s.name: [run_probe(s, envs[s.name], layout.cwd, "-X", "importtime") for _ in range(3)]
+            for s in [FLOOR, *HANDLERS]
+        }
+    written = set().union(*(files_under(d) for d in shipped)) - before
+    if written:
+        report.error("read-only layout", f"{len(written)} files written, e.g. {min(written)}")
+
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    floor = median["floor"]
+    report.add(
+        f"cold start floor: import boto3, requests + client + GetSecretValue (median of {RUNS})",
+        f"{floor * 1000:.0f} ms",
+    )
+    for subject in HANDLERS:
+        ratio = median[subject.name] / floor
+        first = "scheduled no-op" if subject.function == "rotator" else "status"
+        report.add(
+            f"cold start functions/{subject.function} ({first}) / floor",
+            f"{ratio:.2f} ({median[subject.name] * 1000:.0f} ms vs {floor * 1000:.0f} ms)",
+            f"<= {COLD_START_BUDGET:.2f}",
+            ratio <= COLD_START_BUDGET,
+        )
+    for subject in HANDLERS:
+        loaded = [
+            path
+            for path in verbose[subject.name].modules.values()
+            if Path(path).is_relative_to(layout.layer) and path.endswith(".py")
+        ]
+        from_bytecode = set(
+            re.findall(r"# code object from '([^']+)'", verbose[subject.name].stderr)
+        )
+        compiled = [path for path in loaded if cached(path) not in from_bytecode]
+        report.add(
+            f"functions/{subject.function}: layer modules loaded from the shipped bytecode",
+            f"{len(loaded) - len(compiled)} of {len(loaded)}",
+            "all",
+            bool(loaded) and not compiled,
+        )
+    for subject in HANDLERS:
+        outside = sorted(
+            {
+                name.split(".")[0]
+                for name, path in probes[subject.name].modules.items()
+                if Path(path).is_relative_to(layout.runtime)
+            }
+        )
+        report.notes.append(f"{subject.name:<9} loaded from the runtime: {', '.join(outside)}")
+
+    report.add(
+        "import cmstoken.get_token (get-token), built layer", f"{median['get-token'] * 1000:.0f} ms"
+    )
+    tops = {name.split(".")[0] for name in probes["get-token"].modules}
+    forbidden = [p for p in FORBIDDEN_IN_GET_TOKEN if p in tops]
+    report.add(
+        "get-token: boto3/botocore/powertools loaded",
+        ", ".join(forbidden) or "none",
+        "none",
+        not forbidden,
+    )
+    for name, samples in importtime.items():
+        attributed = [attribute_importtime(probe.stderr) for probe in samples]
+        owners = {owner for sample in attributed for owner in sample}
+        typical = {o: statistics.median(s.get(o, 0.0) for s in attributed) for o in owners}
+        top = sorted(typical.items(), key=lambda item: -item[1])[:6]
+        report.notes.append(
+            f"{name:<9} import by package (-X importtime, inflated): "
+            + ", ".join(f"{owner} {ms:.0f} ms" for owner, ms in top)
+        )
+
+
+def cached(source: str) -> str:
+    """The bytecode path CPython 3.13 uses for ``source``."""
+    path = Path(source)
+    return str(path.parent / "__pycache__" / f"{path.stem}.cpython-313.pyc")
 
 
 def attribute_importtime(stderr: str) -> dict[str, float]:
     """Milliseconds of self time per owner: each module's time goes to the outermost third-party
     package whose import pulled it in (``ssl`` under ``requests`` counts for ``requests``);
-    modules no third-party package pulled in count for ``cmstoken`` or ``stdlib``."""
+    modules no third-party package pulled in count for ``cmstoken``, ``app`` or ``stdlib``."""
     lines = stderr.split(MARKER, 1)[-1].splitlines()
     # ``import time: self [us] | cumulative | <2 spaces per level>name``, children first
     pending: list[tuple[int, str, int, list[Any]]] = []
@@ -194,71 +568,22 @@ def attribute_importtime(stderr: str) -> dict[str, float]:
             children.append(pending.pop())
         pending.append((depth, name.strip(), microseconds, children[::-1]))
 
+    ours = ("cmstoken", "app")
     stdlib = sys.stdlib_module_names
     totals: dict[str, float] = defaultdict(float)
 
     def visit(node: tuple[int, str, int, list[Any]], owner: str | None) -> None:
         _, name, microseconds, children = node
         top = name.split(".")[0]
-        if owner is None and top not in stdlib and top != "cmstoken":
+        if owner is None and top not in stdlib and top not in ours:
             owner = top
-        totals[owner or ("cmstoken" if top == "cmstoken" else "stdlib")] += microseconds / 1000
+        totals[owner or (top if top in ours else "stdlib")] += microseconds / 1000
         for child in children:
             visit(child, owner)
 
     for root in pending:
         visit(root, None)
     return dict(totals)
-
-
-def measure_imports(report: Report, env: Mapping[str, str]) -> None:
-    subjects = [
-        Subject("baseline", "baseline", ""),
-        *(Subject(name, "handler", str(ROOT / "functions" / name / "app.py")) for name in HANDLERS),
-        Subject("get-token", "module", "cmstoken.get_token"),
-    ]
-    for subject in subjects:  # warm-up: byte-compile and fill the page cache, not timed
-        run_probe(subject, env)
-    seconds: dict[str, list[float]] = {s.name: [] for s in subjects}
-    packages: dict[str, list[str]] = {}
-    for run in range(RUNS):
-        shift = run % len(subjects)  # interleaved, each subject in every position in turn
-        for subject in subjects[shift:] + subjects[:shift]:
-            result, _ = run_probe(subject, env)
-            seconds[subject.name].append(result["seconds"])
-            packages[subject.name] = result["packages"]
-    median = {name: statistics.median(values) for name, values in seconds.items()}
-    baseline = median["baseline"]
-    report.add(f"import boto3, requests (baseline, median of {RUNS})", f"{baseline * 1000:.0f} ms")
-    for name in HANDLERS:
-        ratio = median[name] / baseline
-        sdk = [p for p in packages[name] if p in FORBIDDEN_IN_GET_TOKEN]
-        report.add(
-            f"import functions/{name}/app.py / baseline",
-            f"{ratio:.2f} ({median[name] * 1000:.0f} ms; loads {', '.join(sdk) or 'no SDK'})",
-            f"<= {IMPORT_RATIO_BUDGET:.2f}",
-            ratio <= IMPORT_RATIO_BUDGET,
-        )
-    report.add("import cmstoken.get_token (get-token)", f"{median['get-token'] * 1000:.0f} ms")
-    loaded = [p for p in packages["get-token"] if p in FORBIDDEN_IN_GET_TOKEN]
-    report.add(
-        "get-token: boto3/botocore/powertools loaded",
-        ", ".join(loaded) or "none",
-        "none",
-        not loaded,
-    )
-    for subject in subjects[:3]:
-        samples = [
-            attribute_importtime(run_probe(subject, env, importtime=True)[1])
-            for _ in range(IMPORTTIME_RUNS)
-        ]
-        owners = {owner for sample in samples for owner in sample}
-        typical = {o: statistics.median(s.get(o, 0.0) for s in samples) for o in owners}
-        top = sorted(typical.items(), key=lambda item: -item[1])[:6]
-        report.notes.append(
-            f"{subject.name:<9} import by package (-X importtime, inflated): "
-            + ", ".join(f"{owner} {ms:.0f} ms" for owner, ms in top)
-        )
 
 
 # --- 2. calls ----------------------------------------------------------------------------------
@@ -289,10 +614,12 @@ class Run:
     upstream: Counter[str]
 
 
-def measure_calls(report: Report) -> None:
+def measure_calls(report: Report, after_bootstrap: Callable[[Any, str], None]) -> None:
+    """``after_bootstrap(emulator, aws_endpoint)`` runs once the stack is bootstrapped, before
+    the counted runs (the emulator's clock has not moved yet)."""
     with local_servers() as (emulator, aws_endpoint):
         configure_environment(emulator, aws_endpoint)
-        noop, rotation = run_stack(emulator)
+        noop, rotation = run_stack(emulator, lambda: after_bootstrap(emulator, aws_endpoint))
 
     aws_total = sum(noop.aws.values())
     upstream_total = sum(noop.upstream.values())
@@ -325,7 +652,7 @@ def describe(calls: Counter[str]) -> str:
     return ", ".join(f"{name} {count}" for name, count in sorted(calls.items())) or "none"
 
 
-def run_stack(emulator: Any) -> tuple[Run, Run]:
+def run_stack(emulator: Any, after_bootstrap: Callable[[], None]) -> tuple[Run, Run]:
     """Bootstrap the stack, then count a scheduled no-op check and a due rotation."""
     import boto3
 
@@ -348,6 +675,7 @@ def run_stack(emulator: Any) -> tuple[Run, Run]:
     functions = StackFunctions(bootstrap=BOOTSTRAP, rotator=ROTATOR)
     try:
         bootstrap(invoker, functions, free_trial=None, out=io.StringIO(), now=clock.now)
+        after_bootstrap()
 
         def scheduled_run() -> Run:
             counter.calls.clear()
@@ -402,7 +730,8 @@ def start_sam_build(original_env: Mapping[str, str], workdir: Path) -> subproces
         )
 
 
-def measure_layer(report: Report, build: subprocess.Popen[bytes], workdir: Path) -> None:
+def wait_for_build(build: subprocess.Popen[bytes], workdir: Path) -> Path:
+    """The build directory, once ``sam build`` has succeeded."""
     try:
         code = build.wait(timeout=SAM_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
@@ -412,9 +741,17 @@ def measure_layer(report: Report, build: subprocess.Popen[bytes], workdir: Path)
     if code != 0:
         log = (workdir / "sam-build.log").read_text(errors="replace").strip().splitlines()
         raise RuntimeError(f"sam build exited {code}:\n" + "\n".join(log[-10:]))
-    layer = workdir / "build" / "SharedLayer"
-    if not layer.is_dir():
-        raise RuntimeError(f"sam build produced no {layer.name} directory")
+    for name in (
+        "SharedLayer",
+        *(f"{s.function.capitalize()}Function" for s in HANDLERS if s.function),
+    ):
+        if not (workdir / "build" / name).is_dir():
+            raise RuntimeError(f"sam build produced no {name} directory")
+    return workdir / "build"
+
+
+def measure_layer(report: Report, build: Path, workdir: Path) -> None:
+    layer = build / "SharedLayer"
     files = [path for path in sorted(layer.rglob("*")) if path.is_file() and not path.is_symlink()]
     unzipped = sum(path.stat().st_size for path in files)
     archive = workdir / "SharedLayer.zip"
@@ -437,26 +774,38 @@ def main() -> int:
     started = time.monotonic()
     original_env = dict(os.environ)
     report = Report()
-    print(f"bench: imports ({RUNS} interleaved runs each), calls, layer size ...", file=sys.stderr)
-    try:
-        measure_imports(report, probe_env(original_env))
-    except Exception as exc:  # noqa: BLE001 -- reported, and the other parts still run
-        report.error("imports", str(exc))
-
+    print(
+        f"bench: sam build, cold starts ({RUNS} interleaved runs each), calls, layer size ...",
+        file=sys.stderr,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="cmstoken-bench-"))
     try:
-        build: subprocess.Popen[bytes] | None = None
+        built: Path | None = None
+        runtime = workdir / "runtime"
         try:
             build = start_sam_build(original_env, workdir)
-        except Exception as exc:  # noqa: BLE001
-            report.error("SharedLayer size", str(exc))
+            install_runtime(runtime)  # while sam builds
+            built = wait_for_build(build, workdir)
+            (workdir / "cwd").mkdir()
+        except Exception as exc:  # noqa: BLE001 -- reported, and the other parts still run
+            report.error("sam build and the runtime's boto3", f"{type(exc).__name__}: {exc}")
+
+        def cold_starts(emulator: Any, aws_endpoint: str) -> None:
+            if built is None:
+                return
+            try:
+                layout = Layout(build=built, runtime=runtime, cwd=workdir / "cwd")
+                measure_cold_starts(report, layout, emulator, aws_endpoint)
+            except Exception as exc:  # noqa: BLE001
+                report.error("cold starts", f"{type(exc).__name__}: {exc}")
+
         try:
-            measure_calls(report)
+            measure_calls(report, cold_starts)
         except Exception as exc:  # noqa: BLE001
             report.error("AWS and upstream calls", f"{type(exc).__name__}: {exc}")
-        if build is not None:
+        if built is not None:
             try:
-                measure_layer(report, build, workdir)
+                measure_layer(report, built, workdir)
             except Exception as exc:  # noqa: BLE001
                 report.error("SharedLayer size", str(exc))
     finally:
