@@ -1,21 +1,25 @@
 """Build the SharedLayer into ``<artifacts>/python``, the directory Lambda mounts as /opt/python.
 
 ``make --makefile layers/cmstoken/Makefile build-SharedLayer`` (what ``sam build`` runs) calls
-this with ``$ARTIFACTS_DIR``. Three steps:
+this with ``$ARTIFACTS_DIR``. Steps:
 
-1. The locked dependencies, exactly: ``requirements.txt`` (every distribution pinned, with hashes)
-   installed with ``--require-hashes --no-deps``, wheels only, for CPython 3.13 on
-   manylinux2014_aarch64 (Lambda's python3.13 on arm64). Console scripts are left out: a layer
-   has no use for them and their ``#!`` line names the build machine's interpreter.
-2. The ``cmstoken`` package's sources (not the development tree's ``__pycache__``).
-3. Bytecode for every module in the layer, by this interpreter (it must be the runtime's minor
+1. Fetch: the wheels ``requirements.txt`` locks (every distribution pinned, with hashes), for
+   CPython 3.13 on manylinux2014_aarch64 (Lambda's python3.13 on arm64), into a wheel cache
+   (``$CMSTOKEN_WHEELHOUSE``, else ``~/.cache/cmstoken/layer-wheels``), hashes checked.
+   ``--offline`` skips this step and builds from the cache alone.
+2. Install exactly the lock from that cache: ``--no-index --require-hashes --no-deps``, wheels
+   only. Console scripts are left out: a layer has no use for them and their ``#!`` line names
+   the build machine's interpreter.
+3. The ``cmstoken`` package's sources (not the development tree's ``__pycache__``).
+4. Bytecode for every module in the layer, by this interpreter (it must be the runtime's minor
    version), with ``unchecked-hash`` invalidation: /opt is read-only, so without it every cold
-   start compiles the layer; unchecked-hash pycs carry no mtime and are never re-validated, and
-   with a fixed hash seed the whole build is byte-for-byte reproducible.
+   start compiles the layer; unchecked-hash pycs carry no mtime and are never re-validated, so
+   the whole build is byte-for-byte reproducible.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import shutil
@@ -29,12 +33,28 @@ LAYER_PATH = "/opt/python"  # where Lambda puts the layer's python/ directory
 HERE = Path(__file__).resolve().parent
 LOCK = HERE / "requirements.txt"
 PACKAGE = HERE / "cmstoken"
+TARGET = [
+    "--require-hashes",
+    "--no-deps",
+    "--only-binary=:all:",
+    "--platform",
+    PLATFORM,
+    "--implementation",
+    "cp",
+    "--python-version",
+    ".".join(map(str, RUNTIME)),
+    "--requirement",
+    str(LOCK),
+]
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(f"usage: {Path(argv[0]).name} ARTIFACTS_DIR", file=sys.stderr)
-        return 2
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the SharedLayer into ARTIFACTS_DIR/python.")
+    parser.add_argument("artifacts", type=Path, help="ARTIFACTS_DIR: python/ is written in it")
+    parser.add_argument(
+        "--offline", action="store_true", help="build from the wheel cache, fetch nothing"
+    )
+    options = parser.parse_args(argv)
     if sys.version_info[:2] != RUNTIME:
         wanted = ".".join(map(str, RUNTIME))
         print(
@@ -44,42 +64,59 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    out = Path(argv[1]).resolve() / "python"
+    wheels = wheelhouse()
+    if not options.offline:
+        fetch(wheels)
+    out = options.artifacts.resolve() / "python"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    install_locked(out)
+    install_locked(out, wheels)
     drop_scripts(out)
     shutil.copytree(PACKAGE, out / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
     compile_bytecode(out)
     return 0
 
 
-def install_locked(out: Path) -> None:
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--require-hashes",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            PLATFORM,
-            "--implementation",
-            "cp",
-            "--python-version",
-            ".".join(map(str, RUNTIME)),
-            "--no-compile",
-            "--target",
-            str(out),
-            "--requirement",
-            str(LOCK),
-        ]
+def wheelhouse() -> Path:
+    configured = os.environ.get("CMSTOKEN_WHEELHOUSE")
+    if configured:
+        return Path(configured)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "cmstoken" / "layer-wheels"
+
+
+def pip(*arguments: str) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        *arguments[:1],
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+        *arguments[1:],
+    ]
+    completed = subprocess.run(command, check=False)  # noqa: S603 -- fixed commands
+    if completed.returncode != 0:
+        sys.exit(f"error: pip {arguments[0]} for the layer exited {completed.returncode}")
+
+
+def fetch(wheels: Path) -> None:
+    wheels.mkdir(parents=True, exist_ok=True)
+    pip("download", "--dest", str(wheels), *TARGET)
+
+
+def install_locked(out: Path, wheels: Path) -> None:
+    pip(
+        "install",
+        "--no-index",
+        "--find-links",
+        str(wheels),
+        "--no-compile",
+        "--target",
+        str(out),
+        *TARGET,
     )
 
 
@@ -101,36 +138,31 @@ def inside(out: Path, relative: str) -> bool:
 
 
 def compile_bytecode(out: Path) -> None:
+    # None of the caller's PYTHON* settings (PYTHONPYCACHEPREFIX would put the bytecode elsewhere);
+    # a fixed hash seed, although 3.13's marshal already writes set constants in a stable order.
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
-    # Set and frozenset constants are marshalled in hash order: fix the seed to be reproducible.
     env["PYTHONHASHSEED"] = "0"
-    run(
-        [
-            sys.executable,
-            "-m",
-            "compileall",
-            "-q",
-            "-f",
-            "-o",
-            "0",  # what Lambda's interpreter loads (no -O)
-            "--invalidation-mode",
-            "unchecked-hash",
-            # Source paths in tracebacks as Lambda sees them, not the build directory's.
-            "-s",
-            str(out),
-            "-p",
-            LAYER_PATH,
-            str(out),
-        ],
-        env=env,
-    )
-
-
-def run(command: list[str], env: dict[str, str] | None = None) -> None:
-    completed = subprocess.run(command, env=env, check=False)  # noqa: S603 -- fixed commands
+    command = [
+        sys.executable,
+        "-m",
+        "compileall",
+        "-q",
+        "-f",
+        "-o",
+        "0",  # what Lambda's interpreter loads (no -O)
+        "--invalidation-mode",
+        "unchecked-hash",
+        # Source paths in tracebacks as Lambda sees them, not the build directory's.
+        "-s",
+        str(out),
+        "-p",
+        LAYER_PATH,
+        str(out),
+    ]
+    completed = subprocess.run(command, env=env, check=False)  # noqa: S603 -- fixed command
     if completed.returncode != 0:
-        sys.exit(f"error: {' '.join(command[:4])} ... exited {completed.returncode}")
+        sys.exit(f"error: compiling the layer's bytecode exited {completed.returncode}")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())
