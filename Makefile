@@ -60,7 +60,7 @@ test: lint template build ## Every check: lint, types, template, build, unit and
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)
 	$(BIN)/python scripts/demo.py
 
-bench: $(STAMP) ## Benchmark: handler import time, AWS/upstream calls per run, layer size (budgets)
+bench: $(STAMP) ## Benchmark: built-layout cold starts vs a boto3 floor, calls per run, layer size (budgets)
 	$(BIN)/python scripts/bench.py
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
