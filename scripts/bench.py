@@ -473,7 +473,10 @@ def measure_cold_starts(report: Report, layout: Layout, emulator: Any, aws_endpo
                 probes[subject.name] = probe
         verbose = {s.name: run_probe(s, envs[s.name], layout.cwd, "-v") for s in HANDLERS}
         importtime = {
-            s.name: [run_probe(s, envs[s.name], layout.cwd, "-X", "importtime") for _ in range(3)]
+            s.name: [
+                run_probe(s, envs[s.name], layout.cwd, "-X", "importtime")
+                for _ in range(IMPORTTIME_RUNS)
+            ]
             for s in [FLOOR, *HANDLERS]
         }
     written = set().union(*(files_under(d) for d in shipped)) - before
