@@ -362,3 +362,25 @@ def test_functions_may_put_events_on_the_default_bus_only(resources: dict[str, A
             "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}"
             ":event-bus/default"
         }
+
+
+def test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters(
+    resources: dict[str, Any],
+) -> None:
+    """EventBridge delivers a rule target's dead letters only if the queue's policy lets
+    events.amazonaws.com send them, for that rule (EventBridge User Guide, "Using dead-letter
+    queues to process undelivered events", granting permissions to the dead-letter queue)."""
+    (policy,) = of_type(resources, "AWS::SQS::QueuePolicy").values()
+    assert policy["Properties"]["Queues"] == [{"Ref": "RotationDeadLetterQueue"}]
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Resource"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+    assert statement["Condition"] == {
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["RefreshRequestedRule", "Arn"]}}
+    }
+    rule = resources["RefreshRequestedRule"]["Properties"]
+    assert {t["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for t in rule["Targets"]} == {
+        "RotationDeadLetterQueue"
+    }
