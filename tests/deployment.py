@@ -44,7 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-from template_model import Resolver
+from template_model import NAMELESS, Resolver
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_TEMPLATE = ROOT / "template.yaml"
@@ -559,16 +559,6 @@ NAMESPACES: dict[str, Namespace] = {
             AlarmNames=[pid], AlarmTypes=["CompositeAlarm"]
         )["CompositeAlarms"][0]["AlarmName"],
     ),
-}
-# Types without a name of their own: attachments to a named resource, or ids AWS generates.
-NAMELESS = {
-    "AWS::KMS::Key",
-    "AWS::Lambda::Permission",
-    "AWS::Lambda::EventInvokeConfig",
-    "AWS::SecretsManager::ResourcePolicy",
-    "AWS::SNS::TopicPolicy",
-    "AWS::SNS::Subscription",
-    "AWS::SQS::QueuePolicy",
 }
 
 

@@ -22,6 +22,20 @@ PSEUDO = {
     "AWS::URLSuffix": "amazonaws.com",
 }
 
+# Resource types with no name of their own in a namespace stacks share: attachments to a named
+# resource, or ids AWS generates.
+NAMELESS = frozenset(
+    {
+        "AWS::KMS::Key",
+        "AWS::Lambda::Permission",
+        "AWS::Lambda::EventInvokeConfig",
+        "AWS::SecretsManager::ResourcePolicy",
+        "AWS::SNS::TopicPolicy",
+        "AWS::SNS::Subscription",
+        "AWS::SQS::QueuePolicy",
+    }
+)
+
 
 class _NoManagedPolicies:
     def load(self) -> dict[str, str]:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from template_model import (
+    NAMELESS,
     PSEUDO,
     Resolver,
     as_list,
@@ -49,16 +50,6 @@ NAMED = {
     "AWS::CloudWatch::CompositeAlarm": ("AlarmName", "region"),
 }
 ALARM_TYPES = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
-# Types with no name of their own (attachments to a named resource, or ids AWS generates).
-NAMELESS = {
-    "AWS::KMS::Key",
-    "AWS::Lambda::Permission",
-    "AWS::Lambda::EventInvokeConfig",
-    "AWS::SecretsManager::ResourcePolicy",
-    "AWS::SNS::TopicPolicy",
-    "AWS::SNS::Subscription",
-    "AWS::SQS::QueuePolicy",
-}
 
 
 def variants() -> dict[str, dict[str, str]]:
