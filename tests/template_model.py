@@ -100,7 +100,8 @@ def parameter_values(**overrides: Any) -> dict[str, str]:
 
 class Resolver:
     """Resolves the intrinsic functions the template uses (``Ref``, ``Fn::Sub``, ``Fn::If``,
-    ``Fn::FindInMap``, ``Fn::Equals``, ``Fn::Not``, ``Fn::Or``, ``Fn::And``, ``Fn::GetAtt``) for
+    ``Fn::FindInMap``, ``Fn::Equals``, ``Fn::Not``, ``Fn::Or``, ``Fn::And``, ``Fn::GetAtt``,
+    ``Fn::Split``, ``Fn::Join``) for
     one set of parameter values. ``Ref``/``Fn::GetAtt`` of a resource give a readable
     placeholder (``<LogicalId>``, ``<LogicalId.Attribute>``)."""
 
@@ -151,6 +152,12 @@ class Resolver:
             return all(self.resolve(item) for item in argument)
         if function == "Fn::Sub":
             return self._sub(argument)
+        if function == "Fn::Split":
+            separator, text = argument
+            return str(self.resolve(text)).split(separator)
+        if function == "Fn::Join":
+            separator, items = argument
+            return separator.join(str(item) for item in self.resolve(items))
         raise NotImplementedError(f"intrinsic function {function} is not modelled")
 
     def _sub(self, argument: Any) -> str:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from template_model import as_list, of_type, source, statements, transformed
+from template_model import (
+    Resolver,
+    as_list,
+    of_type,
+    parameter_values,
+    source,
+    statements,
+    transformed,
+)
 
 # Actions AWS cannot scope to a resource; any other action on "*" is a finding.
 UNSCOPABLE = {
@@ -138,12 +147,66 @@ def test_only_the_products_functions_may_read_the_refresh_credential(
 ) -> None:
     policy = resources["RefreshCredentialSecretPolicy"]["Properties"]
     assert policy["SecretId"] == {"Ref": "RefreshCredentialSecret"}
-    (deny,) = policy["ResourcePolicy"]["Statement"]
+    deny, hardening = policy["ResourcePolicy"]["Statement"]
+    assert hardening["Fn::If"][0] == "HardenRefreshCredential"
     assert deny["Effect"] == "Deny"
     assert deny["Principal"] == "*"
     assert deny["Action"] == "secretsmanager:GetSecretValue"
     allowed = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
     assert {item["Fn::GetAtt"][0] for item in allowed} == {"RotatorRole", "BootstrapRole"}
+
+
+ADMINISTRATORS = "arn:aws:iam::123456789012:role/platform-admin,arn:aws:iam::123456789012:user/ops"
+GUARDED = {
+    "secretsmanager:PutResourcePolicy",
+    "secretsmanager:DeleteResourcePolicy",
+    "secretsmanager:UpdateSecretVersionStage",
+    "secretsmanager:PutSecretValue",
+}
+
+
+def refresh_secret_policy(**parameters: str) -> list[dict[str, Any]]:
+    resolver = Resolver(parameter_values(**parameters))
+    policy = transformed()["Resources"]["RefreshCredentialSecretPolicy"]["Properties"]
+    return resolver.resolve(policy)["ResourcePolicy"]["Statement"]  # type: ignore[no-any-return]
+
+
+def test_the_refresh_secret_hardening_is_off_unless_administrators_are_named() -> None:
+    (read_deny,) = refresh_secret_policy()
+    assert read_deny["Action"] == "secretsmanager:GetSecretValue"
+
+
+def test_the_refresh_secret_hardening_denies_changes_to_all_but_functions_and_administrators() -> (
+    None
+):
+    """A principal with ``secretsmanager:*`` could otherwise delete the read deny, move the
+    AWSCURRENT stage back to a used token, or write a value of its own."""
+    read_deny, change_deny = refresh_secret_policy(RefreshCredentialAdministrators=ADMINISTRATORS)
+    assert read_deny["Action"] == "secretsmanager:GetSecretValue"
+    assert change_deny["Effect"] == "Deny"
+    assert change_deny["Principal"] == "*"
+    assert set(change_deny["Action"]) == GUARDED
+    assert change_deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] == [
+        "<RotatorRole.Arn>",
+        "<BootstrapRole.Arn>",
+        *ADMINISTRATORS.split(","),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("", True),
+        (ADMINISTRATORS, True),
+        ("arn:aws:iam::123456789012:role/path/to/admin", True),
+        ("arn:aws:sts::123456789012:assumed-role/admin/session", False),  # not a principal ARN
+        ("arn:aws:iam::123456789012:role/a, arn:aws:iam::123456789012:role/b", False),
+        ("admin", False),
+    ],
+)
+def test_administrators_must_be_role_or_user_arns(value: str, accepted: bool) -> None:
+    pattern = source()["Parameters"]["RefreshCredentialAdministrators"]["AllowedPattern"]
+    assert (re.fullmatch(pattern, value) is not None) is accepted
 
 
 def test_the_example_consumer_gets_the_consumer_policies_only(resources: dict[str, Any]) -> None:
