@@ -396,8 +396,8 @@ def test_an_unreachable_upstream_is_a_connection_error_that_did_not_act() -> Non
         ("truncated", "not valid JSON"),
         ("empty", "empty response body"),
         ("not_object", "expected a JSON object"),
-        ("missing_fields", "lacks the field"),
-        ("null_token", "lacks the field"),
+        ("missing_fields", "no usable refresh_token"),
+        ("null_token", "no usable refresh_token"),
         ("huge", "larger than"),
     ],
 )
@@ -456,7 +456,7 @@ def test_no_token_refresh_token_or_device_code_reaches_the_logs(
     rotated = upstream.identity.refresh(
         client_id=started.client_id, refresh_token=tokens.refresh_token
     )
-    secrets += [rotated.access_token, rotated.refresh_token]
+    secrets += [rotated.access_token or "", rotated.refresh_token]
 
     failing_calls: list[Callable[[], object]] = [
         lambda: upstream.service.list_projects(tokens.access_token),

@@ -92,11 +92,11 @@ def test_refresh_rejection_is_invalid_grant_without_the_token_in_the_message() -
 
 
 def test_exchange_posts_json_and_reads_the_expiry_from_the_jwt() -> None:
-    service_token = make_jwt({"exp": 1_900_000_000})
+    service_token = make_jwt({"exp": 1_795_050_000})
     client, transport = service([response(200, {"token": service_token})])
     token = client.exchange("raw-access-token-0123456789", fallback_expires_at=1)
     assert token.token == service_token
-    assert token.expires_at == 1_900_000_000
+    assert token.expires_at == 1_795_050_000
     sent = transport.sent[0]
     assert (sent.method, sent.url) == ("POST", "https://api.example.com/api/v3/auth/token")
     assert sent.json_body == {"token": "raw-access-token-0123456789"}

@@ -17,6 +17,8 @@ from .store import SecretStore
 logger = logging.getLogger(__name__)
 
 STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
+# How often one ``update_refresh`` re-reads and merges after another writer came first.
+MAX_MERGES = 5
 # Secrets Manager retries stop this long before the caller's deadline.
 STORE_DEADLINE_MARGIN = 1.0
 
@@ -69,17 +71,22 @@ class CredentialVault:
         deadline: float,
     ) -> Snapshot | None:
         """Write ``change(document)``; when another writer came first, re-read and apply
-        ``change`` to the newer document. ``change`` returning ``None`` abandons the update
-        (and so does this method)."""
-        while True:
+        ``change`` to the newer document, at most ``MAX_MERGES`` times (then
+        ``VersionConflictError``). ``change`` returning ``None`` abandons the update (and so does
+        this method)."""
+        for merge in range(MAX_MERGES + 1):
+            if merge:
+                logger.info("refresh credential changed by another writer; merging")
+                snapshot = self.read_refresh(deadline)
             updated = change(snapshot.secret)
             if updated is None:
                 return None
             try:
                 return self.write_refresh(updated, snapshot.version_id, deadline)
             except VersionConflictError:
-                logger.info("refresh credential changed by another writer; merging")
-                snapshot = self.read_refresh(deadline)
+                if merge == MAX_MERGES:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def read_published(self, deadline: float) -> ServiceTokenDocument | None:
         """The published service token document; ``None`` when empty or unreadable."""

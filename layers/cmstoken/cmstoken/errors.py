@@ -171,3 +171,9 @@ class VerificationFailedError(RotationError):
 
 class InsufficientTimeError(RotationError):
     """Too little of the invocation is left to refresh safely; the platform retries later."""
+
+
+class CredentialLostError(RotationError):
+    """A refresh succeeded but its rotated refresh token could not be stored before the
+    invocation's deadline: the token is lost, and a person will likely have to authorize
+    again."""

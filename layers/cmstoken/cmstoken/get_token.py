@@ -216,9 +216,10 @@ def run_refresh(
     identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
     _say(stderr, "Refreshing...")
     try:
-        tokens = identity.refresh(
+        answer = identity.refresh(
             client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
         )
+        tokens = answer.strict()
     except TransientError as exc:
         if exc.outcome_unknown:
             _say(

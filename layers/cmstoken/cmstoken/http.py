@@ -1,7 +1,9 @@
 """HTTP plumbing shared by the upstream clients: URL rules, one pooled session, timeouts, body cap.
 
 Every request goes through ``HttpTransport.request``, which never follows redirects (a token must
-not travel to an address nobody configured), reads at most ``max_body`` bytes, and turns every
+not travel to an address nobody configured), reads at most ``max_body`` bytes, ends within one
+total time limit (connect, headers and body together: ``requests``' own timeouts apply to each
+socket operation, so an answer sent a byte at a time would never trip them), and turns every
 ``requests`` failure into the project's ``TransientError`` types.
 
 ``requests`` is imported on the first request, not with this module: a run that makes no upstream
@@ -10,7 +12,10 @@ call (a scheduled no-op, a status query) does not pay for loading it at cold sta
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -66,13 +71,15 @@ def validate_url(url: str, *, what: str, allow_query: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Connect and read timeouts in seconds for one request."""
+    """Time limits in seconds for one request: ``connect`` and ``read`` per socket operation,
+    ``total`` for the whole call (connect, headers and body)."""
 
     connect: float = 3.05
     read: float = 10.0
+    total: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.connect <= 0 or self.read <= 0:
+        if self.connect <= 0 or self.read <= 0 or self.total <= 0:
             raise ConfigurationError("timeouts must be positive")
 
 
@@ -138,14 +145,17 @@ class HttpTransport:
     ) -> HttpResponse:
         """Send one request and return the whole response, whatever its status.
 
-        ``read_timeout`` shortens the read timeout (never lengthens it), for callers with a
-        deadline. Raises ``UpstreamConnectionError``, ``UpstreamTimeoutError`` or
-        ``MalformedResponseError`` (body over the cap); never includes request data in messages.
+        The whole call (connect, headers and body) ends within ``timeouts.total``, and within
+        ``read_timeout`` when given (callers with a deadline pass what is left of it; the name
+        is historical: it bounds the whole call, not each read). Raises
+        ``UpstreamConnectionError``, ``UpstreamTimeoutError`` or ``MalformedResponseError``
+        (body over the cap); never includes request data in messages.
         """
-        read = self.timeouts.read if read_timeout is None else min(read_timeout, self.timeouts.read)
+        budget = self.timeouts.total if read_timeout is None else read_timeout
+        budget = max(min(budget, self.timeouts.total), 0.001)
         started = time.monotonic()
         try:
-            return self._send(method, url, endpoint, form, json_body, headers, read, started)
+            response = self._send_within(method, url, endpoint, form, json_body, headers, budget)
         except Exception as exc:
             logger.warning(
                 "upstream call failed",
@@ -156,8 +166,23 @@ class HttpTransport:
                 },
             )
             raise
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+        logger.debug(
+            "upstream response",
+            extra={
+                "endpoint": endpoint,
+                "method": method,
+                "origin": _origin(url),
+                "status": response.status,
+                "bytes": len(response.body),
+                "elapsed_ms": elapsed_ms,
+            },
+        )
+        if self.observer is not None:
+            self.observer(endpoint, elapsed_ms)
+        return response
 
-    def _send(
+    def _send_within(
         self,
         method: str,
         url: str,
@@ -165,32 +190,87 @@ class HttpTransport:
         form: Mapping[str, str] | None,
         json_body: Any,
         headers: Mapping[str, str] | None,
-        read: float,
-        started: float,
+        budget: float,
+    ) -> HttpResponse:
+        """``_send`` on a worker thread that the caller waits for at most ``budget`` seconds.
+
+        A call still running then is abandoned: its socket is shut down when the headers had
+        arrived (which ends a body that trickles in), and otherwise the worker ends at its next
+        per-read timeout. Its session is dropped, so no later call shares its connection pool.
+        """
+        session = self.session
+        result: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                result["response"] = self._send(
+                    session, method, url, endpoint, form, json_body, headers, budget, result
+                )
+            except BaseException as exc:  # noqa: BLE001 -- handed to the waiting caller
+                result["error"] = exc
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name=f"cmstoken-{endpoint}", daemon=True)
+        worker.start()
+        if not done.wait(budget):
+            self._abandon(session, result.get("raw"))
+            raise UpstreamTimeoutError(
+                f"{endpoint}: no complete answer from {_origin(url)} within {budget:.3g} s",
+                endpoint=endpoint,
+                outcome_unknown=True,
+            )
+        error = result.get("error")
+        if error is not None:
+            raise error
+        response: HttpResponse = result["response"]
+        return response
+
+    def _abandon(self, session: requests.Session, raw: Any) -> None:
+        if self._session is session:
+            self._session = None
+        sock = _socket_of(raw)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _send(
+        self,
+        session: requests.Session,
+        method: str,
+        url: str,
+        endpoint: str,
+        form: Mapping[str, str] | None,
+        json_body: Any,
+        headers: Mapping[str, str] | None,
+        budget: float,
+        shared: dict[str, Any],
     ) -> HttpResponse:
         import requests
         from requests.structures import CaseInsensitiveDict
 
+        connect = min(self.timeouts.connect, budget)
+        read = min(self.timeouts.read, budget)
         try:
-            response = self.session.request(
+            response = session.request(
                 method,
                 url,
                 data=form,
                 json=json_body,
                 headers=dict(headers or {}),
-                timeout=(self.timeouts.connect, max(read, 0.001)),
+                timeout=(connect, read),
                 allow_redirects=False,
                 stream=True,
             )
         except requests.ConnectTimeout as exc:
             raise UpstreamConnectionError(
-                f"{endpoint}: could not connect to {_origin(url)} within "
-                f"{self.timeouts.connect:g} s",
+                f"{endpoint}: could not connect to {_origin(url)} within {connect:.3g} s",
                 endpoint=endpoint,
             ) from exc
         except requests.ReadTimeout as exc:
             raise UpstreamTimeoutError(
-                f"{endpoint}: no answer from {_origin(url)} within {read:g} s",
+                f"{endpoint}: no answer from {_origin(url)} within {read:.3g} s",
                 endpoint=endpoint,
                 outcome_unknown=True,
             ) from exc
@@ -212,22 +292,9 @@ class HttpTransport:
                 endpoint=endpoint,
                 outcome_unknown=True,
             ) from exc
+        shared["raw"] = response.raw
         with response:
             body = self._read_body(response, endpoint=endpoint)
-            elapsed_ms = round((time.monotonic() - started) * 1000)
-            logger.debug(
-                "upstream response",
-                extra={
-                    "endpoint": endpoint,
-                    "method": method,
-                    "origin": _origin(url),
-                    "status": response.status_code,
-                    "bytes": len(body),
-                    "elapsed_ms": elapsed_ms,
-                },
-            )
-            if self.observer is not None:
-                self.observer(endpoint, elapsed_ms)
             return HttpResponse(
                 status=response.status_code,
                 headers=CaseInsensitiveDict(response.headers),
@@ -270,6 +337,17 @@ class HttpTransport:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _socket_of(raw: Any) -> socket.socket | None:
+    """The socket under a ``urllib3`` response, when it can be found (best effort)."""
+    for path in (("_connection", "sock"), ("_fp", "fp", "raw", "_sock")):
+        value = raw
+        for name in path:
+            value = getattr(value, name, None)
+        if isinstance(value, socket.socket):
+            return value
+    return None
 
 
 def _is_connect_failure(exc: requests.ConnectionError) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .clock import Clock, SystemClock
 from .http import HttpTransport, validate_url
-from .models import DeviceAuthorization, RawTokens
-from .responses import json_object, oauth_error
+from .models import DeviceAuthorization, RawTokens, RefreshedTokens
+from .responses import json_object, json_value, oauth_error
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
@@ -57,26 +59,39 @@ class IdentityClient:
 
     def refresh(
         self, *, client_id: str, refresh_token: str, read_timeout: float | None = None
-    ) -> RawTokens:
+    ) -> RefreshedTokens:
         """Trade a refresh token for new tokens (endpoint 5). The one sent is void afterwards:
-        keep the ``refresh_token`` of the answer."""
-        return self._token_request(
+        keep the ``refresh_token`` of the answer.
+
+        Any 2xx answer is read leniently (``RefreshedTokens``): it is the identity provider's
+        proof that it rotated the refresh token, so whatever else is wrong with it, its refresh
+        token must be kept. Errors raised for a 2xx answer carry its status (2xx): callers
+        must not send the same refresh token again after one.
+        """
+        response = self._post(
             "refresh",
             {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": refresh_token},
-            secret=refresh_token,
             read_timeout=read_timeout,
         )
+        now = self.clock.now()
+        if not 200 <= response.status < 300:
+            raise oauth_error(response, endpoint="refresh", now=now, secrets=(refresh_token,))
+        document = json_value(response, endpoint="refresh")
+        return RefreshedTokens.parse(document, received_at=now, endpoint="refresh")
 
-    def _token_request(
-        self, endpoint: str, form: dict[str, str], *, secret: str, read_timeout: float | None
-    ) -> RawTokens:
-        response = self.transport.request(
+    def _post(self, endpoint: str, form: dict[str, str], *, read_timeout: float | None) -> Any:
+        return self.transport.request(
             "POST",
             f"{self.issuer_url}/oauth/token",
             endpoint=endpoint,
             form=form,
             read_timeout=read_timeout,
         )
+
+    def _token_request(
+        self, endpoint: str, form: dict[str, str], *, secret: str, read_timeout: float | None
+    ) -> RawTokens:
+        response = self._post(endpoint, form, read_timeout=read_timeout)
         now = self.clock.now()
         if response.status != 200:
             raise oauth_error(response, endpoint=endpoint, now=now, secrets=(secret,))

@@ -7,12 +7,23 @@ so that no caller ever holds a ``None`` token. Secret fields are left out of ``r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigurationError, MalformedResponseError
 from .http import validate_url
-from .lifetimes import jwt_expiry
+from .lifetimes import (
+    ASSUMED_TOKEN_LIFETIME_SECONDS,
+    MAX_TOKEN_LIFETIME_SECONDS,
+    clamp_expiry,
+    jwt_expiry,
+)
+
+# Upper bounds of the device flow's numbers (the provider sends 900 and 5): larger ones are
+# clamped, so that no stored time is out of range and no poll waits for hours.
+MAX_DEVICE_CODE_LIFETIME_SECONDS = 86400
+MAX_POLL_INTERVAL_SECONDS = 300
 
 
 def _fail(endpoint: str, problem: str) -> MalformedResponseError:
@@ -42,8 +53,12 @@ def _integer(
         return default
     if value is None:
         raise _fail(endpoint, f"response lacks the field {key!r}")
-    # JSON numbers like 900.0 are accepted; booleans and strings are not.
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    # JSON numbers like 900.0 are accepted; booleans, strings, NaN and infinities are not.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and (not math.isfinite(value) or value != int(value)))
+    ):
         raise _fail(endpoint, f"field {key!r} must be a whole number")
     if value < 0:
         raise _fail(endpoint, f"field {key!r} must not be negative")
@@ -110,7 +125,9 @@ class DeviceAuthorization:
         verification_uri = _url(document, "verification_uri", endpoint)
         user_code = _text(document, "user_code", endpoint)
         complete = _optional_text(document, "verification_uri_complete", endpoint)
-        expires_in = _integer(document, "expires_in", endpoint)
+        expires_in = min(
+            _integer(document, "expires_in", endpoint), MAX_DEVICE_CODE_LIFETIME_SECONDS
+        )
         if expires_in == 0:
             raise _fail(endpoint, "field 'expires_in' must be positive")
         return cls(
@@ -123,7 +140,10 @@ class DeviceAuthorization:
                 else f"{verification_uri}?user_code={user_code}"
             ),
             expires_in=expires_in,
-            interval=max(1, _integer(document, "interval", endpoint, default=5)),
+            interval=min(
+                MAX_POLL_INTERVAL_SECONDS,
+                max(1, _integer(document, "interval", endpoint, default=5)),
+            ),
             received_at=received_at,
         )
 
@@ -160,9 +180,115 @@ class RawTokens:
             refresh_token=_text(document, "refresh_token", endpoint),
             id_token=_optional_text(document, "id_token", endpoint),
             scope=_optional_text(document, "scope", endpoint),
-            expires_in=_integer(document, "expires_in", endpoint),
+            expires_in=min(_integer(document, "expires_in", endpoint), MAX_TOKEN_LIFETIME_SECONDS),
             received_at=received_at,
         )
+
+
+@dataclass(frozen=True)
+class RefreshedTokens:
+    """A 2xx answer to a refresh, read leniently: the identity provider has already rotated the
+    refresh token, so ``refresh_token`` is the credential from now on and must be kept even
+    when the rest of the answer is sloppy (``expires_in`` missing or a string, ``scope``
+    empty) or wrong. ``problems`` lists what strict reading objects to (field names, never
+    values); ``expiry_source`` says where ``access_token_expires_at`` came from:
+    ``"expires_in"``, ``"jwt"`` (the access token's ``exp``) or ``"assumed"``."""
+
+    refresh_token: str = field(repr=False)
+    access_token: str | None = field(repr=False)
+    scope: str | None
+    access_token_expires_at: float
+    expiry_source: str
+    received_at: float
+    problems: tuple[str, ...] = ()
+
+    @property
+    def expiry_assumed(self) -> bool:
+        """True when the answer gave no usable lifetime and the default was assumed."""
+        return self.expiry_source == "assumed"
+
+    @classmethod
+    def parse(cls, document: Any, *, received_at: float, endpoint: str) -> RefreshedTokens:
+        """Take what a 2xx refresh answer holds. Only an answer without a usable
+        ``refresh_token`` string raises (``MalformedResponseError`` with status 200): there is
+        nothing to keep."""
+        if not isinstance(document, dict):
+            raise MalformedResponseError(
+                f"{endpoint}: expected a JSON object", endpoint=endpoint, status=200
+            )
+        refresh_token = document.get("refresh_token")
+        if not isinstance(refresh_token, str) or not refresh_token.strip():
+            raise MalformedResponseError(
+                f"{endpoint}: the answer holds no usable refresh_token (the identity provider "
+                "may have rotated the one sent: it is not sent again)",
+                endpoint=endpoint,
+                status=200,
+            )
+        problems: list[str] = []
+        access_token = document.get("access_token")
+        if not isinstance(access_token, str) or not access_token.strip():
+            problems.append("field 'access_token' is missing or not a non-empty string")
+            access_token = None
+        token_type = document.get("token_type")
+        if not isinstance(token_type, str) or token_type.strip().lower() != "bearer":
+            problems.append("field 'token_type' is missing or not 'Bearer'")
+        scope = document.get("scope")
+        expires_in = _lenient_seconds(document.get("expires_in"))
+        if expires_in is not None:
+            source = "expires_in"
+            expires_at = received_at + expires_in
+        elif access_token is not None and jwt_expiry(access_token) is not None:
+            source = "jwt"
+            expires_at = jwt_expiry(access_token) or received_at
+        else:
+            source = "assumed"
+            expires_at = received_at + ASSUMED_TOKEN_LIFETIME_SECONDS
+        return cls(
+            refresh_token=refresh_token,
+            access_token=access_token,
+            scope=scope if isinstance(scope, str) and scope.strip() else None,
+            access_token_expires_at=clamp_expiry(expires_at, received_at),
+            expiry_source=source,
+            received_at=received_at,
+            problems=tuple(problems),
+        )
+
+    def strict(self, endpoint: str = "refresh") -> RawTokens:
+        """The answer as ``RawTokens``; ``MalformedResponseError`` (status 200) naming the
+        problems when there are any."""
+        if self.problems or self.access_token is None:
+            raise MalformedResponseError(
+                f"{endpoint}: " + "; ".join(self.problems), endpoint=endpoint, status=200
+            )
+        return RawTokens(
+            access_token=self.access_token,
+            refresh_token=self.refresh_token,
+            id_token=None,
+            scope=self.scope,
+            expires_in=max(0, round(self.access_token_expires_at - self.received_at)),
+            received_at=self.received_at,
+        )
+
+
+def _lenient_seconds(value: Any) -> float | None:
+    """A lifetime in seconds from a number or a numeric string (``"86400"``); ``None`` for
+    anything else, negative, NaN or infinite (the caller falls back)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return float(MAX_TOKEN_LIFETIME_SECONDS)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, float(MAX_TOKEN_LIFETIME_SECONDS))
 
 
 @dataclass(frozen=True)
@@ -174,12 +300,21 @@ class ServiceToken:
 
     @classmethod
     def parse(
-        cls, document: dict[str, Any], *, fallback_expires_at: float, endpoint: str = "exchange"
+        cls,
+        document: dict[str, Any],
+        *,
+        fallback_expires_at: float,
+        endpoint: str = "exchange",
+        now: float | None = None,
     ) -> ServiceToken:
         """Validate an exchange response. The expiry is the JWT ``exp`` when the token has one,
-        else ``fallback_expires_at`` (the raw access token's expiry)."""
+        else ``fallback_expires_at`` (the raw access token's expiry); with ``now``, it is
+        clamped to ``[now, now + MAX_TOKEN_LIFETIME_SECONDS]``."""
         token = _text(document, "token", endpoint)
-        return cls(token=token, expires_at=jwt_expiry(token) or fallback_expires_at)
+        expires_at = jwt_expiry(token) or fallback_expires_at
+        if now is not None:
+            expires_at = clamp_expiry(expires_at, now)
+        return cls(token=token, expires_at=expires_at)
 
 
 @dataclass(frozen=True)

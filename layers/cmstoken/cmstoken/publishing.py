@@ -37,9 +37,17 @@ class Publisher:
         self.retry = retry or RetryPolicy()
         self.notifier = notifier
 
-    def upstream[T](self, operation: Callable[[float], T], deadline: float, what: str) -> T:
-        """Run an upstream call (given its read timeout) with bounded retries of transient
-        errors, none of them running past ``deadline``."""
+    def upstream[T](
+        self,
+        operation: Callable[[float], T],
+        deadline: float,
+        what: str,
+        *,
+        retryable: Callable[[BaseException], bool] | None = None,
+    ) -> T:
+        """Run an upstream call (given the time it may take in all) with bounded retries of
+        transient errors that ``retryable`` (when given) approves, none of them running past
+        ``deadline``."""
         return call_with_retries(
             lambda: operation(max(MIN_READ_TIMEOUT, deadline - self.clock.now())),
             retry_on=(TransientError,),
@@ -47,6 +55,7 @@ class Publisher:
             clock=self.clock,
             deadline=deadline,
             description=what,
+            retryable=retryable,
         )
 
     def publish(

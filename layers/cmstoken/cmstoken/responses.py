@@ -60,6 +60,13 @@ def json_value(response: HttpResponse, *, endpoint: str) -> Any:
         )
     try:
         return json.loads(response.body)
+    except RecursionError as exc:
+        raise MalformedResponseError(
+            f"{endpoint}: response body is JSON nested too deeply to read ({description})",
+            endpoint=endpoint,
+            status=response.status,
+            outcome_unknown=True,
+        ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "an HTML page" if _looks_like_html(response) else "not valid JSON"
         raise MalformedResponseError(
@@ -218,7 +225,7 @@ def _service_fields(response: HttpResponse) -> tuple[str | None, str | None, str
 def _lenient_json(response: HttpResponse) -> dict[str, Any] | None:
     try:
         document = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return document if isinstance(document, dict) else None
 

@@ -42,11 +42,13 @@ def call_with_retries[T](
     deadline: float | None = None,
     description: str = "call",
     jitter: Callable[[], float] = random.random,
+    retryable: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``operation``, retrying errors of the ``retry_on`` types under ``policy``.
 
-    No retry starts unless its wait ends before ``deadline`` (epoch seconds); the last error is
-    raised when the attempts, the deadline or a too-long hint rule out another try.
+    ``retryable``, when given, must also approve an error for it to be retried. No retry starts
+    unless its wait ends before ``deadline`` (epoch seconds); the last error is raised when the
+    attempts, the deadline, ``retryable`` or a too-long hint rule out another try.
     """
     retry = 0
     while True:
@@ -54,7 +56,7 @@ def call_with_retries[T](
             return operation()
         except retry_on as exc:
             retry += 1
-            if retry >= policy.attempts:
+            if retry >= policy.attempts or (retryable is not None and not retryable(exc)):
                 raise
             hint = getattr(exc, "retry_after", None)
             if isinstance(hint, int | float):

@@ -11,7 +11,10 @@ One run, in order (SPEC section 4):
 4. Otherwise claim the credential (a lease written as the version that replaces the one read, so
    a second writer that read the same version is refused), check that enough of the invocation
    is left, refresh, and store the rotated refresh token and the raw access token before anything
-   else, retrying the write until just before the deadline.
+   else, retrying every failure of that write until just before the deadline (if it still
+   fails: a CRITICAL log, the ``CredentialLost`` metric, the lease released). Any 2xx answer
+   holding a refresh token is stored, however sloppy the rest of it; only then is the rest
+   judged. No refresh is sent again after a 2xx answer.
 5. Exchange, verify with a project listing, and only then publish the new service token.
 
 ``invalid_grant`` / ``invalid_client`` re-read the credential first: a changed refresh token
@@ -22,6 +25,7 @@ means another writer won a race (the run starts over); an unchanged one is marke
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,18 +41,19 @@ from .documents import (
     ServiceTokenDocument,
 )
 from .errors import (
+    CredentialLostError,
     CredentialRejectedError,
     InsufficientTimeError,
+    MalformedResponseError,
     NotBootstrappedError,
     ReauthorizationRequiredError,
     RotationError,
-    StoreUnavailableError,
     VersionConflictError,
 )
 from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
-from .retry import RetryPolicy
+from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
 from .settings import Settings
 from .store import SecretStore
@@ -70,6 +75,28 @@ RAW_TOKEN_MIN_SECONDS = 300.0
 LEASE_GRACE_SECONDS = 30.0
 # How often one run starts over after losing a race to another writer.
 MAX_RACES = 3
+# Storing a refresh's answer is retried, whatever the failure, until this long before the
+# deadline; what is left is for the CRITICAL log, the metric and releasing the lease.
+LOST_RESERVE_SECONDS = 2.0
+AFTER_REFRESH_STORE_RETRY = RetryPolicy(attempts=1_000_000, base_delay=0.25, max_delay=2.0)
+
+
+def _refresh_retryable(error: BaseException) -> bool:
+    """Whether a failed refresh may be sent again with the same refresh token.
+
+    Never after a 2xx answer (its status is on the error): the identity provider has rotated
+    the token, so the one sent is spent, and presenting it again is what its reuse detection
+    treats as theft (the family is revoked, the new token with it).
+
+    When the outcome is unknown (a timeout, a connection dropped before any answer) sending it
+    again is the better bet: if the request never reached the provider, the token is still good
+    and the retry simply succeeds; if it did and the answer was lost, its new token is already
+    lost to us, so the family is dead for us whether or not we retry: the retry can only turn
+    that into an explicit ``invalid_grant`` now (instead of at the next run), or recover it
+    within a reuse interval. 5xx and 429 answers mean the provider did not rotate.
+    """
+    status = getattr(error, "status", None)
+    return not (isinstance(status, int) and 200 <= status < 300)
 
 
 @dataclass(frozen=True)
@@ -113,8 +140,10 @@ class Rotator:
         owner: str,
         upstream_retry: RetryPolicy | None = None,
         notifier: Notifier | None = None,
+        on_credential_lost: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_credential_lost = on_credential_lost
         self.service = service
         self.clock = clock
         self.owner = owner
@@ -220,13 +249,13 @@ class Rotator:
                 "credential": fingerprint(credential.refresh_token),
             },
         )
-        from .identity import IdentityClient  # only a refresh needs it (not a no-op's cold start)
-
-        identity = IdentityClient(
-            credential.issuer_url, transport=self.service.transport, clock=self.clock
-        )
         try:
-            tokens = self.publisher.upstream(
+            from .identity import IdentityClient  # only a refresh needs it (not a no-op's start)
+
+            identity = IdentityClient(
+                credential.issuer_url, transport=self.service.transport, clock=self.clock
+            )
+            answer = self.publisher.upstream(
                 lambda timeout: identity.refresh(
                     client_id=credential.client_id,
                     refresh_token=credential.refresh_token,
@@ -234,20 +263,31 @@ class Rotator:
                 ),
                 deadline - WRITE_RESERVE_SECONDS,
                 "refresh",
+                retryable=_refresh_retryable,
             )
         except CredentialRejectedError as exc:
             raise self._credential_rejected(credential, exc, deadline) from exc
-        except Exception:
+        except Exception as exc:
+            if not _refresh_retryable(exc):
+                logger.critical(
+                    "the identity provider answered the refresh but the answer holds no usable "
+                    "refresh token; the one sent is likely spent and is not sent again",
+                    extra={"previous": fingerprint(credential.refresh_token)},
+                )
             self._release(claimed, deadline)
             raise
         rotated = replace(
             credential,
-            refresh_token=tokens.refresh_token,
-            refreshed_at=tokens.received_at,
+            refresh_token=answer.refresh_token,
+            refreshed_at=answer.received_at,
             status=STATUS_ACTIVE,
         )
-        new_raw = RawAccessToken(
-            token=tokens.access_token, expires_at=tokens.access_token_expires_at
+        new_raw = (
+            None
+            if answer.access_token is None
+            else RawAccessToken(
+                token=answer.access_token, expires_at=answer.access_token_expires_at
+            )
         )
         stored = self._store_rotation(claimed, credential, rotated, new_raw, deadline)
         self.credential = rotated
@@ -258,6 +298,22 @@ class Rotator:
                 "current": fingerprint(rotated.refresh_token),
             },
         )
+        if answer.expiry_assumed:
+            logger.warning(
+                "the refresh answer states no usable access token lifetime; assumed one",
+                extra={
+                    "expiry_source": answer.expiry_source,
+                    "expires_at": to_iso(answer.access_token_expires_at),
+                },
+            )
+        if answer.problems or new_raw is None:
+            self._release(stored, deadline)
+            raise MalformedResponseError(
+                "refresh: the answer's new refresh token is stored, but the rest of the answer "
+                "is not usable (" + "; ".join(answer.problems) + "); the next run refreshes again",
+                endpoint="refresh",
+                status=200,
+            )
         try:
             published = self.publisher.publish(rotated, new_raw, deadline, due)
         except Exception:
@@ -281,12 +337,17 @@ class Rotator:
         claimed: Snapshot,
         previous: RefreshCredential,
         rotated: RefreshCredential,
-        raw: RawAccessToken,
+        raw: RawAccessToken | None,
         deadline: float,
     ) -> Snapshot:
         """Store the rotated credential over the claim, merging with any writer that came
         between (a bootstrap's pending authorization, say) as long as the credential is ours.
-        The lease stays until it expires, covering the exchange and the publication."""
+        The lease stays until it expires, covering the exchange and the publication.
+
+        The refresh token exists nowhere else, so every failure of this write (throttling,
+        limits, KMS, a document error) is retried until ``LOST_RESERVE_SECONDS`` before the
+        deadline. If it still fails: CRITICAL log, ``on_credential_lost``, lease released,
+        ``CredentialLostError``."""
 
         def merge(document: RefreshSecret) -> RefreshSecret | None:
             current = document.credential
@@ -296,15 +357,37 @@ class Rotator:
                 document, credential=rotated, raw_access_token=raw, lease=claimed.secret.lease
             )
 
+        give_up_at = deadline - LOST_RESERVE_SECONDS
         try:
-            stored = self.vault.update_refresh(claimed, merge, deadline)
-        except StoreUnavailableError:
+            stored = call_with_retries(
+                lambda: self.vault.update_refresh(claimed, merge, give_up_at),
+                retry_on=(Exception,),
+                policy=AFTER_REFRESH_STORE_RETRY,
+                clock=self.clock,
+                deadline=give_up_at,
+                description="store the rotated refresh token",
+            )
+        except Exception as exc:
             logger.critical(
                 "the rotated refresh token could not be stored before the deadline and is "
                 "lost; the next run will find the used one and report reauthorization",
-                extra={"previous": fingerprint(previous.refresh_token)},
+                extra={
+                    "previous": fingerprint(previous.refresh_token),
+                    "lost": fingerprint(rotated.refresh_token),
+                    "error": type(exc).__name__,
+                },
             )
-            raise
+            if self.on_credential_lost is not None:
+                try:
+                    self.on_credential_lost()
+                except Exception:  # noqa: BLE001 -- reporting must not hide the loss
+                    logger.warning("could not record the lost credential")
+            self._release(claimed, deadline, read_first=True)
+            raise CredentialLostError(
+                "the refresh succeeded but its rotated refresh token could not be stored "
+                f"before the deadline ({type(exc).__name__}); it is lost: expect to run the "
+                "bootstrap again"
+            ) from exc
         if stored is None:
             logger.warning(
                 "a new authorization replaced the credential during the refresh; "
@@ -350,10 +433,17 @@ class Rotator:
             " a person must authorize again: run the bootstrap"
         )
 
-    def _release(self, held: Snapshot, deadline: float) -> None:
+    def _release(self, held: Snapshot, deadline: float, *, read_first: bool = False) -> None:
         """Give the lease back after a handled failure, so that a retry need not wait for it.
-        ``held`` is the newest version this run wrote."""
+        ``held`` is the newest version this run wrote; with ``read_first``, the lease is taken
+        off whatever is stored now, if it is still this run's."""
         try:
+            if read_first:
+                current = self.vault.read_refresh(deadline)
+                lease = current.secret.lease
+                if lease is None or lease.owner != self.owner:
+                    return
+                held = current
             self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
             logger.warning("could not release the rotation lease; it expires by itself")

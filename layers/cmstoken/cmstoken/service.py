@@ -49,7 +49,8 @@ class ServiceClient:
     ) -> ServiceToken:
         """Exchange a raw access token for a service token (endpoint 4).
 
-        The service token's expiry is its JWT ``exp``, else ``fallback_expires_at``.
+        The service token's expiry is its JWT ``exp``, else ``fallback_expires_at``, clamped
+        to at most ``MAX_TOKEN_LIFETIME_SECONDS`` from now.
         """
         from .models import ServiceToken
         from .responses import json_object, service_error
@@ -66,7 +67,9 @@ class ServiceClient:
                 response, endpoint="exchange", now=self.clock.now(), secrets=(access_token,)
             )
         document = json_object(response, endpoint="exchange")
-        return ServiceToken.parse(document, fallback_expires_at=fallback_expires_at)
+        return ServiceToken.parse(
+            document, fallback_expires_at=fallback_expires_at, now=self.clock.now()
+        )
 
     def list_projects(
         self, service_token: str, *, read_timeout: float | None = None
