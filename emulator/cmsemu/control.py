@@ -19,7 +19,10 @@ def _body(request: Request) -> dict[str, Any]:
 
 def _set_status(status: str) -> Callable[[State, dict[str, Any]], object]:
     def command(state: State, body: dict[str, Any]) -> object:
-        state.devices.set_status(str(body.get("user_code", "")), status)
+        subject = body.get("subject") if status == "approved" else None
+        state.devices.set_status(
+            str(body.get("user_code", "")), status, None if subject is None else str(subject)
+        )
         return {"ok": True}
 
     return command

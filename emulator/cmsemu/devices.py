@@ -20,6 +20,7 @@ class DeviceCode:
     expires_at: float
     interval: int
     status: str = "pending"
+    subject: str | None = None
     last_poll_at: float | None = None
     expiry_reported: bool = False
 
@@ -62,9 +63,12 @@ class DeviceCodes:
         self._by_user[user_code] = code
         return code
 
-    def set_status(self, user_code: str, status: str) -> None:
-        """Approve or deny a user code; KeyError if it was never issued."""
-        self._by_user[normalize_user_code(user_code)].status = status
+    def set_status(self, user_code: str, status: str, subject: str | None = None) -> None:
+        """Approve or deny a user code (approving as `subject`, the provider's user by
+        default); KeyError if it was never issued."""
+        code = self._by_user[normalize_user_code(user_code)]
+        code.status = status
+        code.subject = subject
 
     def awaiting(self, user_code: str, now: float) -> DeviceCode | None:
         """Return the code if the user may still approve or deny it."""

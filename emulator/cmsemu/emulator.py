@@ -102,10 +102,16 @@ class Emulator:
         with self._state.lock:
             self._state.clock.advance(seconds)
 
-    def approve(self, user_code: str) -> None:
-        """Approve a user code as if the user completed the pages; KeyError if unknown."""
+    def approve(self, user_code: str, subject: str | None = None) -> None:
+        """Approve a user code as if the user completed the pages, signed in as `subject`
+        (default: the provider's one user, `self.subject`); KeyError if unknown."""
         with self._state.lock:
-            self._state.devices.set_status(user_code, "approved")
+            self._state.devices.set_status(user_code, "approved", subject)
+
+    @property
+    def subject(self) -> str:
+        """The `sub` of the provider's default user (named by its tokens)."""
+        return self._state.subject
 
     def deny(self, user_code: str) -> None:
         """Deny a user code as if the user cancelled; KeyError if unknown."""

@@ -16,6 +16,7 @@ class Family:
     last_refresh_at: float
     newest: str = ""
     revoked: bool = False
+    subject: str | None = None
 
 
 @dataclass
@@ -37,9 +38,11 @@ class Families:
     def __init__(self) -> None:
         self._tokens: dict[str, RefreshToken] = {}
 
-    def create(self, client_id: str, now: float) -> str:
-        """Start a family at a device authorization; return its first refresh token."""
-        return self._mint(Family(client_id, authorized_at=now, last_refresh_at=now), parent=None)
+    def create(self, client_id: str, now: float, subject: str | None = None) -> str:
+        """Start a family at a device authorization (by `subject`, the provider's user by
+        default); return its first refresh token."""
+        family = Family(client_id, authorized_at=now, last_refresh_at=now, subject=subject)
+        return self._mint(family, parent=None)
 
     def get(self, value: str) -> RefreshToken:
         """Return an issued refresh token; KeyError if it was never issued."""

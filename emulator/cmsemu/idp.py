@@ -61,12 +61,14 @@ def token(state: State, request: Request) -> Response:
     if grant_type == DEVICE_GRANT:
         code_value, client_id = _required(form, "device_code", "client_id")
         code = state.devices.poll(code_value, client_id, state.now())
-        return json_response(200, state.start_family(code.client_id, code.scope))
+        return json_response(200, state.start_family(code.client_id, code.scope, code.subject))
     if grant_type == REFRESH_GRANT:
         client_id, refresh_token = _required(form, "client_id", "refresh_token")
         _known_client(state, client_id)
         family = state.families.rotate(refresh_token, client_id, state.now(), state.config)
-        body = state.token_response(family.client_id, state.config.refresh_scope, family.newest)
+        body = state.token_response(
+            family.client_id, state.config.refresh_scope, family.newest, family.subject
+        )
         return json_response(200, body)
     if not grant_type:
         raise OAuthError(400, "invalid_request", "Missing required parameter: grant_type")

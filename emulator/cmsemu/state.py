@@ -63,19 +63,26 @@ class State:
         """The client ids the identity provider knows."""
         return self.config.client_id, self.config.freetrial_client_id
 
-    def start_family(self, client_id: str, scope: str) -> dict[str, Any]:
-        """Authorize a new refresh family now; return the raw token response."""
-        refresh_token = self.families.create(client_id, self.now())
-        return self.token_response(client_id, scope, refresh_token)
+    def start_family(
+        self, client_id: str, scope: str, subject: str | None = None
+    ) -> dict[str, Any]:
+        """Authorize a new refresh family now (by `subject`, default the provider's user);
+        return the raw token response."""
+        refresh_token = self.families.create(client_id, self.now(), subject)
+        return self.token_response(client_id, scope, refresh_token, subject)
 
-    def token_response(self, client_id: str, scope: str, refresh_token: str) -> dict[str, Any]:
-        """Return a raw token response with a fresh access token and ID token."""
+    def token_response(
+        self, client_id: str, scope: str, refresh_token: str, subject: str | None = None
+    ) -> dict[str, Any]:
+        """Return a raw token response with a fresh access token and ID token naming `subject`
+        (the provider's user by default)."""
         config, urls = self.config, self.urls
+        subject = subject or self.subject
         iat = int(self.now())
         access_token = jwt.encode(
             {
                 "iss": urls.issuer_url,
-                "sub": self.subject,
+                "sub": subject,
                 "aud": [urls.api_url, urls.issuer_url + "userinfo"],
                 "iat": iat,
                 "exp": iat + config.access_token_lifetime,
@@ -89,7 +96,7 @@ class State:
         id_token = jwt.encode(
             {
                 "iss": urls.issuer_url,
-                "sub": self.subject,
+                "sub": subject,
                 "aud": client_id,
                 "iat": iat,
                 "exp": iat + ID_TOKEN_LIFETIME,
