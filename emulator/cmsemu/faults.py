@@ -27,7 +27,11 @@ _PARAMS = {
     "delay": {"seconds"},
     "drop": set(),
     "malformed": {"body", "acted"},
+    "rewrite": {"drop", "set", "raw", "body"},
+    "trickle": {"interval", "chunk"},
 }
+# Faults that let the request act and then shape its real answer.
+ACTING = frozenset({"drop", "rewrite", "trickle"})
 MALFORMED_BODIES = frozenset(
     {"html", "truncated", "empty", "not_object", "missing_fields", "null_token", "huge"}
 )
@@ -44,7 +48,7 @@ class Fault:
     @property
     def acts(self) -> bool:
         """True if the request is carried out before the fault shapes the answer."""
-        return self.kind == "drop" or (self.kind == "malformed" and bool(self.params.get("acted")))
+        return self.kind in ACTING or (self.kind == "malformed" and bool(self.params.get("acted")))
 
 
 def _validate(endpoint: str, kind: str, times: int, params: dict[str, Any]) -> None:
@@ -63,6 +67,24 @@ def _validate(endpoint: str, kind: str, times: int, params: dict[str, Any]) -> N
         raise ValueError("delay needs seconds >= 0")
     if kind == "malformed" and params.get("body") not in MALFORMED_BODIES:
         raise ValueError(f"malformed needs body in {sorted(MALFORMED_BODIES)}")
+    if kind == "rewrite":
+        _validate_rewrite(params)
+    if kind == "trickle" and (
+        float(params.get("interval", 0.05)) < 0 or int(params.get("chunk", 1)) < 1
+    ):
+        raise ValueError("trickle needs interval >= 0 and chunk >= 1")
+
+
+def _validate_rewrite(params: dict[str, Any]) -> None:
+    drop, values, raw = params.get("drop", []), params.get("set", {}), params.get("raw", {})
+    if not isinstance(drop, list) or not all(isinstance(name, str) for name in drop):
+        raise ValueError("rewrite: drop must be a list of field names")
+    if not isinstance(values, dict):
+        raise ValueError("rewrite: set must be an object of field names to JSON values")
+    if not isinstance(raw, dict) or not all(isinstance(text, str) for text in raw.values()):
+        raise ValueError("rewrite: raw must be an object of field names to JSON texts")
+    if "body" in params and not isinstance(params["body"], str):
+        raise ValueError("rewrite: body must be a string")
 
 
 class FaultQueue:
@@ -148,3 +170,24 @@ def garble(fault: Fault, main_field: str | None, acted: Response | None) -> Resp
     if kind == "huge":
         base["padding"] = "x" * HUGE_SIZE
     return json_response(200, base)
+
+
+def rewrite(fault: Fault, acted: Response) -> Response:
+    """Answer a "rewrite" fault: the real answer (the request acted) with fields dropped
+    (``drop``), replaced by JSON values (``set``) or by raw JSON texts (``raw``: ``NaN``,
+    ``1e400``, deep nesting, which ``json.dumps`` cannot write), or the whole body replaced
+    (``body``). The status stays the real one."""
+    if "body" in fault.params:
+        return Response(acted.status, str(fault.params["body"]).encode("utf-8"))
+    document = _json_object(acted, None)
+    for name in fault.params.get("drop", []):
+        document.pop(name, None)
+    document.update(fault.params.get("set", {}))
+    raw: dict[str, str] = dict(fault.params.get("raw", {}))
+    parts = [
+        f"{json.dumps(key)}:{raw.pop(key) if key in raw else json.dumps(value)}"
+        for key, value in document.items()
+    ]
+    parts += [f"{json.dumps(key)}:{text}" for key, text in raw.items()]
+    body = ("{" + ",".join(parts) + "}").encode("utf-8")
+    return Response(acted.status, body, headers=dict(acted.headers))

@@ -12,13 +12,16 @@ Style = Literal["oauth", "service", "html"]
 
 @dataclass
 class Response:
-    """An HTTP response; `error` is the OAuth or service error code for the request log."""
+    """An HTTP response; `error` is the OAuth or service error code for the request log;
+    `trickle` (interval, chunk) sends the body slowly."""
 
     status: int
     body: bytes = b""
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    # Send the body `chunk` bytes at a time, `interval` seconds apart (a "trickle" fault).
+    trickle: tuple[float, int] | None = None
 
 
 class OAuthError(Exception):

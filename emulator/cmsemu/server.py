@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from cmsemu import activation, control, idp, service
-from cmsemu.faults import Fault, garble, interruption
+from cmsemu.faults import Fault, garble, interruption, rewrite
 from cmsemu.records import RequestRecord, fingerprint
 from cmsemu.request import Request
 from cmsemu.responses import OAuthError, Response, Style, oauth_error, styled_error
@@ -212,11 +212,18 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _shape(fault: Fault | None, route: Route, response: Response) -> Response | None:
-        """Apply an acting fault (drop, or malformed with acted=True) to the real response."""
+        """Apply an acting fault (drop, rewrite, trickle, or malformed with acted=True) to the
+        real response."""
         if fault is None:
             return response
         if fault.kind == "drop":
             return None
+        if fault.kind == "rewrite":
+            return rewrite(fault, response)
+        if fault.kind == "trickle":
+            interval = float(fault.params.get("interval", 0.05))
+            response.trickle = (interval, int(fault.params.get("chunk", 1)))
+            return response
         return garble(fault, route.main_field, response)
 
     def _write(self, response: Response) -> None:
@@ -228,4 +235,12 @@ class Handler(BaseHTTPRequestHandler):
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(response.body)
+            if response.trickle is None:
+                self.wfile.write(response.body)
+                return
+            interval, chunk = response.trickle
+            for start in range(0, len(response.body), chunk):
+                self.wfile.write(response.body[start : start + chunk])
+                self.wfile.flush()
+                if self.server.stopping.wait(interval):
+                    return

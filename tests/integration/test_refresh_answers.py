@@ -1,0 +1,373 @@
+"""Refresh answers that are RFC-minimal, sloppy, hostile or slow, and Secrets Manager refusing
+the write after a refresh: the rotator against the emulator (over HTTP) and moto."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from cmsemu import Emulator
+from cmstoken import runtime
+from cmstoken.documents import RefreshSecret
+from cmstoken.errors import (
+    CredentialLostError,
+    DocumentError,
+    MalformedResponseError,
+    ReauthorizationRequiredError,
+    UpstreamTimeoutError,
+    VerificationFailedError,
+)
+from cmstoken.http import HttpTransport, Timeouts
+from cmstoken.redaction import fingerprint
+from cmstoken.service import ServiceClient
+from harness import Stack, secret_values
+from support import emitted_metrics, make_jwt
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def token_url(emulator: Emulator) -> str:
+    return emulator.issuer_url.rstrip("/") + "/oauth/token"
+
+
+def refresh(emulator: Emulator, token: str) -> requests.Response:
+    data = {
+        "grant_type": "refresh_token",
+        "refresh_token": token,
+        "client_id": emulator.config.client_id,
+    }
+    return requests.post(token_url(emulator), data=data, timeout=10)
+
+
+def refreshes_sent(stack: Stack) -> list[str | None]:
+    return [record.credential for record in stack.emulator.requests if record.endpoint == "refresh"]
+
+
+def make_due(stack: Stack) -> None:
+    stack.emulator.advance(19 * HOUR)
+
+
+def log_lines(output: str) -> list[dict[str, Any]]:
+    lines = []
+    for line in output.splitlines():
+        if line.startswith("{") and '"level"' in line:
+            lines.append(json.loads(line))
+    return lines
+
+
+# --- the emulator's new faults ------------------------------------------------------------
+
+
+def test_rewrite_acts_then_drops_and_rewrites_fields(emulator: Emulator) -> None:
+    token = emulator.issue_tokens()["refresh_token"]
+    emulator.inject(
+        "refresh",
+        "rewrite",
+        drop=["expires_in", "scope"],
+        set={"token_type": "bearer"},
+        raw={"extra": "NaN", "huge": "1e400"},
+    )
+    answer = refresh(emulator, token)
+    assert answer.status_code == 200
+    assert not emulator.refresh_token_valid(token)  # the rotation happened
+    assert "expires_in" not in answer.text
+    assert "scope" not in answer.text
+    assert '"extra":NaN' in answer.text
+    assert '"huge":1e400' in answer.text
+    document = answer.json()
+    assert document["token_type"] == "bearer"
+    assert emulator.refresh_token_valid(document["refresh_token"])
+
+
+def test_rewrite_can_replace_the_whole_body(emulator: Emulator) -> None:
+    token = emulator.issue_tokens()["refresh_token"]
+    emulator.inject("refresh", "rewrite", body="[[[")
+    answer = refresh(emulator, token)
+    assert (answer.status_code, answer.text) == (200, "[[[")
+    assert not emulator.refresh_token_valid(token)
+
+
+def test_trickle_acts_and_sends_the_real_answer_slowly(emulator: Emulator) -> None:
+    token = emulator.issue_tokens()["refresh_token"]
+    emulator.inject("refresh", "trickle", interval=0.002, chunk=64)
+    started = time.monotonic()
+    answer = refresh(emulator, token)
+    size = len(answer.content)
+    assert time.monotonic() - started >= 0.002 * (size // 64)
+    assert emulator.refresh_token_valid(answer.json()["refresh_token"])
+    assert not emulator.refresh_token_valid(token)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"drop": "expires_in"},
+        {"set": ["x"]},
+        {"raw": {"x": 1}},
+        {"body": 5},
+        {"colour": "red"},
+    ],
+)
+def test_rewrite_parameters_are_validated(emulator: Emulator, params: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"rewrite|unknown parameters"):
+        emulator.inject("refresh", "rewrite", **params)
+
+
+def test_trickle_parameters_are_validated(emulator: Emulator) -> None:
+    with pytest.raises(ValueError, match="trickle"):
+        emulator.inject("refresh", "trickle", chunk=0)
+
+
+# --- one total time limit per upstream call -------------------------------------------------
+
+
+def test_a_trickled_answer_ends_at_the_total_time_limit(emulator: Emulator) -> None:
+    transport = HttpTransport(timeouts=Timeouts(connect=1, read=0.5, total=1.0))
+    service = ServiceClient(emulator.base_url, transport=transport)
+    emulator.inject("provider", "trickle", interval=0.05, chunk=1)  # ~300 bytes: ~15 s
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeoutError, match="no complete answer") as info:
+        service.provider_info()
+    assert time.monotonic() - started < 2.0
+    assert info.value.outcome_unknown
+    # The next call works (a fresh connection pool).
+    assert service.provider_info().client_id
+
+
+def test_a_callers_deadline_shortens_the_whole_call(emulator: Emulator) -> None:
+    transport = HttpTransport(timeouts=Timeouts(connect=1, read=5, total=30))
+    service = ServiceClient(emulator.base_url, transport=transport)
+    token = emulator.issue_tokens()["access_token"]
+    emulator.inject("exchange", "trickle", interval=0.05, chunk=1)
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeoutError):
+        service.exchange(token, fallback_expires_at=0, read_timeout=0.5)
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_trickled_refresh_ends_before_the_deadline_and_is_retried_as_unknown(
+    stack: Stack,
+) -> None:
+    stack.emulator.config.refresh_reuse_interval = 60
+    stack.seed()
+    make_due(stack)
+    runtime.service().transport.timeouts = Timeouts(connect=1, read=0.5, total=1.0)
+    stack.emulator.inject("refresh", "trickle", interval=0.05, chunk=1)
+    started = time.monotonic()
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert time.monotonic() - started < 10
+    # The trickled answer's outcome was unknown: sent once more, recovered within the reuse
+    # interval; the stored token is the family's newest.
+    assert len(refreshes_sent(stack)) == 2
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+    assert stack.published_token_works()
+
+
+# --- standards-conforming, sloppy and broken 2xx answers ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        {"drop": ["expires_in", "scope"]},
+        {"set": {"expires_in": "86400", "scope": ""}},
+        {"set": {"token_type": "bearer", "expires_in": 86400.0}},
+        {"raw": {"expires_in": "NaN"}},
+        {"raw": {"expires_in": "1e400"}},
+        {"set": {"expires_in": 10**12}},
+        {"set": {"expires_in": -1}},
+        {"raw": {"padding": DEEP[:2000] + DEEP[-2000:]}},
+    ],
+    ids=["rfc-minimal", "sloppy", "float", "nan", "1e400", "1e12", "negative", "nested-extra"],
+)
+def test_conforming_and_sloppy_answers_rotate_once(stack: Stack, rewrite: dict[str, Any]) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rewrite", **rewrite)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert len(refreshes_sent(stack)) == 1
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert not stack.emulator.family_revoked(newest)
+    assert stack.published_token_works()
+    raw = stack.refresh_document().raw_access_token
+    assert raw is not None
+    assert stack.clock.now() <= raw.expires_at <= stack.clock.now() + 7 * 86400 + 5
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        {"drop": ["access_token"]},
+        {"set": {"access_token": ""}},
+        {"set": {"token_type": "mac"}},
+        {"drop": ["token_type"]},
+    ],
+    ids=["no-access-token", "empty-access-token", "mac", "no-token-type"],
+)
+def test_an_answer_otherwise_unusable_keeps_its_refresh_token(
+    stack: Stack, rewrite: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    old_token = stack.service_document().token
+    make_due(stack)
+    stack.emulator.inject("refresh", "rewrite", **rewrite)
+    with pytest.raises(MalformedResponseError, match="new refresh token is stored"):
+        stack.invoke("rotator", {})
+    assert len(refreshes_sent(stack)) == 1  # never sent again after a 2xx answer
+    stored = stack.refresh_document()
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+    assert stored.lease is None
+    assert stack.service_document().token == old_token
+    assert emitted_metrics(capsys.readouterr().out)["RotationFailed"] == [1]
+    # The next run refreshes with the stored token and recovers.
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+    assert stack.published_token_works()
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        {"drop": ["refresh_token"]},
+        {"set": {"refresh_token": None}},
+        {"set": {"refresh_token": 12345}},
+        {"body": DEEP},
+        {"body": "<html>ok</html>"},
+        {"body": "NaN"},
+    ],
+    ids=["dropped", "null", "number", "deeply-nested", "html", "nan"],
+)
+def test_a_2xx_answer_without_a_usable_refresh_token_is_not_sent_again(
+    stack: Stack, rewrite: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    old_refresh = stack.newest_refresh_token()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rewrite", **rewrite)
+    with pytest.raises(MalformedResponseError) as info:
+        stack.invoke("rotator", {})
+    assert info.value.status == 200
+    assert len(refreshes_sent(stack)) == 1
+    stored = stack.refresh_document()
+    assert stored.lease is None
+    assert stack.newest_refresh_token() == old_refresh
+    assert not stack.emulator.family_revoked(old_refresh)
+    output = capsys.readouterr().out
+    critical = [line for line in log_lines(output) if line["level"] == "CRITICAL"]
+    assert critical
+    assert critical[0]["previous"] == fingerprint(old_refresh)
+    assert emitted_metrics(output)["RotationFailed"] == [1]
+
+
+def test_a_service_token_with_a_hostile_exp_is_clamped_or_refused(stack: Stack) -> None:
+    stack.seed()
+    old_token = stack.service_document().token
+    make_due(stack)
+    stack.emulator.inject("exchange", "rewrite", set={"token": make_jwt({"exp": 1e30})})
+    with pytest.raises(VerificationFailedError):  # the emulator does not know that token
+        stack.invoke("rotator", {})
+    assert stack.service_document().token == old_token
+    assert stack.refresh_document().lease is None
+
+
+# --- Secrets Manager refusing the write after a refresh -------------------------------------
+
+
+def refuse_rotation_writes(code: str | None, times: int) -> dict[str, int]:
+    """Fail the writes that store a refresh's answer (``times`` of them; ``code`` None: a local
+    document error instead of an AWS error)."""
+    left = {"left": times}
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if '"raw_access_token"' in params.get("SecretString", "") and left["left"]:
+            left["left"] -= 1
+            if code is None:
+                raise DocumentError("refresh credential: cannot be written")
+            raise ClientError({"Error": {"Code": code, "Message": "refused"}}, "PutSecretValue")
+
+    runtime.store().client.meta.events.register(
+        "provide-client-params.secrets-manager.PutSecretValue", refuse
+    )
+    return left
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "LimitExceededException",
+        "KMSInvalidStateException",
+        "InvalidRequestException",
+        "ThrottlingException",
+        None,
+    ],
+)
+def test_every_failure_of_the_write_after_a_refresh_is_retried(
+    stack: Stack, code: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    make_due(stack)
+    left = refuse_rotation_writes(code, times=4)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert left["left"] == 0
+    assert len(refreshes_sent(stack)) == 1
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+    assert stack.published_token_works()
+    assert "CredentialLost" not in emitted_metrics(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("code", ["KMSDisabledException", "AccessDeniedException", None])
+def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
+    stack: Stack, code: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.seed()
+    old_refresh = stack.newest_refresh_token()
+    old_token = stack.service_document().token
+    make_due(stack)
+    refuse_rotation_writes(code, times=10**9)
+    started = stack.clock.now()
+    with pytest.raises(CredentialLostError, match="lost"):
+        stack.invoke("rotator", {}, remaining_ms=60_000)
+    # Retried until just before the deadline, and not past it.
+    assert 50 <= stack.clock.now() - started <= 60
+    assert len(refreshes_sent(stack)) == 1
+    assert stack.refresh_document().lease is None
+    assert stack.newest_refresh_token() == old_refresh
+    assert stack.service_document().token == old_token
+    output = capsys.readouterr().out
+    metrics = emitted_metrics(output)
+    assert metrics["CredentialLost"] == [1]
+    assert metrics["RotationFailed"] == [1]
+    critical = [line for line in log_lines(output) if line["level"] == "CRITICAL"]
+    assert len(critical) == 1
+    assert critical[0]["previous"] == fingerprint(old_refresh)
+    assert len(critical[0]["lost"]) == len(fingerprint(old_refresh))
+    for secret in [*secret_values(stack), old_refresh]:
+        assert secret not in output
+    # The next run finds the used token: the family is gone, reported as such.
+    runtime.store().client.meta.events.unregister(
+        "provide-client-params.secrets-manager.PutSecretValue"
+    )
+    stack.emulator.advance(HOUR)
+    with pytest.raises(ReauthorizationRequiredError):
+        stack.invoke("rotator", {})
+
+
+def test_the_document_never_holds_a_hostile_time(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rewrite", set={"expires_in": 10**30})
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    RefreshSecret.from_json(
+        stack.secretsmanager.get_secret_value(SecretId="cmstoken/refresh-credential")[
+            "SecretString"
+        ]
+    )
