@@ -26,8 +26,9 @@ def start(stack: Stack, sample: str = "bootstrap-start") -> dict[str, Any]:
     return result
 
 
-def poll(stack: Stack, **fields: Any) -> dict[str, Any]:
-    result: dict[str, Any] = stack.invoke("bootstrap", {**load_event("bootstrap-poll"), **fields})
+def poll(stack: Stack, *, remaining_ms: int = 120_000, **fields: Any) -> dict[str, Any]:
+    event = {**load_event("bootstrap-poll"), **fields}
+    result: dict[str, Any] = stack.invoke("bootstrap", event, remaining_ms=remaining_ms)
     return result
 
 
@@ -332,3 +333,312 @@ def test_an_approval_during_a_rotation_wins_and_is_never_clobbered(
     assert credential.refresh_token != old
     assert stack.emulator.refresh_token_valid(credential.refresh_token)
     assert stack.published_token_works()
+
+
+# --- a re-authorization never clobbers a working credential ---------------------------------
+
+
+def secret_texts(stack: Stack) -> tuple[str, str]:
+    """Both secrets' current values, exactly as stored."""
+    refresh, service = (
+        stack.secretsmanager.get_secret_value(SecretId=secret)["SecretString"]
+        for secret in (REFRESH_SECRET, SERVICE_SECRET)
+    )
+    return refresh, service
+
+
+def bootstrap(stack: Stack, *, subject: str | None = None, **start_fields: Any) -> dict[str, Any]:
+    """start, approve (as ``subject``, the emulator's user by default), poll."""
+    started = stack.invoke("bootstrap", {"action": "start", **start_fields})
+    assert started["status"] == "pending", started
+    stack.emulator.approve(started["user_code"], subject=subject)
+    return poll(stack)
+
+
+def count_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The secret id of every write from now on, in order."""
+    writes: list[str] = []
+    write = SecretStore.write
+
+    def record(self: SecretStore, secret_id: str, text: str, **kwargs: Any) -> str:
+        writes.append(secret_id)
+        return write(self, secret_id, text, **kwargs)
+
+    monkeypatch.setattr(SecretStore, "write", record)
+    return writes
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "status", "reason"),
+    [("exchange", 500, "HTTP 500"), ("projects", 403, "refused the new service token")],
+    ids=["refused-exchange", "refused-verification"],
+)
+def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_were(
+    stack: Stack, capsys: pytest.CaptureFixture[str], endpoint: str, status: int, reason: str
+) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    stack.emulator.advance(HOUR)
+    before = secret_texts(stack)
+    old = stack.newest_refresh_token()
+    started = start(stack)
+    stack.emulator.approve(started["user_code"])
+    stack.emulator.inject(endpoint, "status", times=20, status=status)
+    result = poll(stack)
+    assert result["status"] == "failed", result
+    assert reason in result["message"]
+    assert "unchanged" in result["message"]
+    assert secret_texts(stack) == before  # the pending authorization and the candidate are gone
+    stack.emulator.clear_faults()
+    assert stack.emulator.refresh_token_valid(old)
+    assert stack.published_token_works()
+    stack.emulator.advance(19 * HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"  # the old credential still works
+    assert start(stack)["status"] == "pending"  # and a new attempt can start at once
+    output = capsys.readouterr().out
+    assert started["user_code"] not in output
+    for value in secret_values(stack):
+        assert value not in output
+
+
+def test_a_verified_reauthorization_replaces_the_credential_refresh_secret_first(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    old = stack.newest_refresh_token()
+    stack.emulator.advance(HOUR)
+    start(stack)
+    approve_pending(stack)
+    writes = count_writes(monkeypatch)
+    result = poll(stack)
+    assert result["status"] == "authorized", result
+    # the candidate, its promotion once verified, then the published token
+    assert writes == [REFRESH_SECRET, REFRESH_SECRET, SERVICE_SECRET]
+    secret = stack.refresh_document()
+    assert secret.candidate is None
+    assert secret.pending is None
+    assert secret.credential is not None
+    assert secret.credential.refresh_token != old
+    assert secret.credential.authorized_at == pytest.approx(stack.clock.now(), abs=5)
+    assert stack.published_token_works()
+    assert stack.service_document().authorized_at == secret.credential.authorized_at
+
+
+# --- polling until 2 s before the deadline --------------------------------------------------
+
+
+def device_polls(stack: Stack) -> int:
+    return stack.emulator.counts["device_token"]
+
+
+def test_a_poll_invocation_with_6_seconds_left_still_polls(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start(stack)
+    stack.emulator.advance(5)  # the first poll's time has come
+    writes = count_writes(monkeypatch)
+    before = stack.clock.now()
+    result = poll(stack, remaining_ms=6000)
+    assert result["status"] == "pending"
+    assert device_polls(stack) == 1
+    assert stack.clock.now() - before <= 6 - 2
+    assert writes == [REFRESH_SECRET]  # the next poll's time, which comes after this invocation
+    stored = stack.refresh_document().pending
+    assert stored is not None
+    assert stored.next_poll_at >= before + 5
+    # The next invocation keeps to the interval although it starts at once.
+    result = poll(stack, remaining_ms=6000)
+    assert result["status"] == "pending"
+    polls = [r for r in stack.emulator.requests if r.endpoint == "device_token"]
+    assert all(r.error == "authorization_pending" for r in polls)
+    assert all(b.at - a.at >= 5 for a, b in itertools.pairwise(polls))
+
+
+def test_an_approval_too_late_to_publish_is_stored_and_published_by_the_next_poll(
+    stack: Stack,
+) -> None:
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.advance(5)
+    result = poll(stack, remaining_ms=6000)
+    assert result == {"status": "pending", "approved": True, "message": result["message"]}
+    assert "poll again" in result["message"]
+    secret = stack.refresh_document()
+    assert secret.pending is None
+    assert secret.credential is not None  # a first bootstrap: stored as the credential at once
+    assert stack.emulator.refresh_token_valid(secret.credential.refresh_token)
+    with pytest.raises(Exception, match="ResourceNotFound"):
+        stack.service_document()
+    assert poll(stack)["status"] == "authorized"
+    assert stack.published_token_works()
+    assert poll(stack)["status"] == "none"
+
+
+def test_an_approval_too_late_to_publish_is_published_by_the_rotator(stack: Stack) -> None:
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.advance(5)
+    assert poll(stack, remaining_ms=6000)["approved"] is True
+    refreshes = stack.emulator.counts["refresh"]
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.emulator.counts["refresh"] == refreshes  # the stored raw token was exchanged
+    assert stack.published_token_works()
+    assert poll(stack)["status"] == "none"  # already published
+
+
+def test_a_reauthorization_approved_too_late_keeps_the_old_credential_until_the_next_poll(
+    stack: Stack,
+) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    stack.emulator.advance(HOUR)
+    before = secret_texts(stack)
+    old = stack.newest_refresh_token()
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.advance(5)
+    assert poll(stack, remaining_ms=6000)["approved"] is True
+    secret = stack.refresh_document()
+    assert secret.candidate is not None
+    assert secret.credential is not None
+    assert secret.credential.refresh_token == old
+    assert secret_texts(stack)[1] == before[1]
+    # The rotator works on the active credential meanwhile, and keeps the candidate.
+    stack.emulator.advance(19 * HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    rotated = stack.refresh_document()
+    assert rotated.candidate == secret.candidate
+    assert rotated.credential is not None
+    assert rotated.credential.refresh_token not in (old, secret.candidate.credential.refresh_token)
+    # The next poll verifies and promotes the candidate over the rotated credential.
+    assert poll(stack)["status"] == "authorized"
+    promoted = stack.refresh_document()
+    assert promoted.candidate is None
+    assert promoted.credential == secret.candidate.credential
+    assert stack.published_token_works()
+    assert stack.service_document().authorized_at == promoted.credential.authorized_at
+    stack.emulator.advance(19 * HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.published_token_works()
+
+
+def test_a_rotation_while_a_candidate_waits_writes_at_most_3_versions(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.advance(5)
+    assert poll(stack, remaining_ms=6000)["approved"] is True
+    stack.emulator.advance(19 * HOUR)
+    writes = count_writes(monkeypatch)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert len(writes) <= 3, writes
+    assert stack.refresh_document().candidate is not None
+
+
+# --- identity pinning ------------------------------------------------------------------------
+
+
+def test_the_credential_records_who_authorized_it_as_a_hash(stack: Stack) -> None:
+    result = bootstrap(stack)
+    assert result["status"] == "authorized"
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.subject_sha256 is not None
+    assert re.fullmatch(r"[0-9a-f]{64}", credential.subject_sha256)
+    assert result["identity"] == credential.subject_sha256[:12]
+    text = stack.secretsmanager.get_secret_value(SecretId=REFRESH_SECRET)["SecretString"]
+    assert stack.emulator.subject not in text  # only the hash is kept
+    stack.emulator.advance(19 * HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    rotated = stack.refresh_document().credential
+    assert rotated is not None
+    assert rotated.subject_sha256 == credential.subject_sha256  # the rotator keeps it
+
+
+def test_a_reauthorization_by_the_same_identity_needs_no_flag(stack: Stack) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    stack.emulator.advance(HOUR)
+    assert bootstrap(stack)["status"] == "authorized"
+
+
+def test_a_different_identity_is_refused_without_the_flag_and_accepted_with_it(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    pinned = stack.refresh_document().credential
+    assert pinned is not None
+    stack.emulator.advance(HOUR)
+    before = secret_texts(stack)
+    refused = bootstrap(stack, subject="auth0|someone-else")
+    assert refused["status"] == "failed"
+    assert "different identity" in refused["message"]
+    assert pinned.subject_sha256 is not None
+    assert pinned.subject_sha256[:12] in refused["message"]
+    assert "allow_new_identity" in refused["message"]
+    assert "--new-identity" in refused["message"]
+    assert secret_texts(stack) == before
+    assert stack.published_token_works()
+    # The operator means it: the flag on start lets the next approval switch identity.
+    accepted = bootstrap(stack, subject="auth0|someone-else", allow_new_identity=True)
+    assert accepted["status"] == "authorized", accepted
+    switched = stack.refresh_document().credential
+    assert switched is not None
+    assert switched.subject_sha256 not in (None, pinned.subject_sha256)
+    assert stack.published_token_works()
+    # From now on the new identity is the pinned one.
+    stack.emulator.advance(HOUR)
+    assert bootstrap(stack)["status"] == "failed"
+    assert bootstrap(stack, subject="auth0|someone-else")["status"] == "authorized"
+    output = capsys.readouterr().out
+    assert "someone-else" not in output
+    assert stack.emulator.subject not in output
+
+
+def test_the_flag_may_also_come_with_the_poll(stack: Stack) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    started = start(stack)
+    stack.emulator.approve(started["user_code"], subject="auth0|someone-else")
+    assert poll(stack, allow_new_identity=True)["status"] == "authorized"
+
+
+def test_a_credential_without_a_recorded_identity_records_the_first_one(stack: Stack) -> None:
+    stack.seed()  # stored before identities were kept
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.subject_sha256 is None
+    assert bootstrap(stack, subject="auth0|first-seen")["status"] == "authorized"
+    recorded = stack.refresh_document().credential
+    assert recorded is not None
+    assert recorded.subject_sha256 is not None
+    stack.emulator.advance(HOUR)
+    assert bootstrap(stack)["status"] == "failed"  # the emulator's default user is another
+
+
+# --- version churn ---------------------------------------------------------------------------
+
+
+def test_pending_polls_write_nothing_while_they_can_wait_out_the_interval(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start(stack)
+    writes = count_writes(monkeypatch)
+    for _ in range(10):
+        assert poll(stack, max_wait_seconds=20)["status"] == "pending"
+    assert writes == []
+    polls = [r for r in stack.emulator.requests if r.endpoint == "device_token"]
+    assert len(polls) >= 30
+    assert all(r.error == "authorization_pending" for r in polls)
+    assert all(b.at - a.at >= 5 for a, b in itertools.pairwise(polls))
+
+
+def test_a_slow_down_is_stored_once(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    start(stack)
+    stack.emulator.inject("device_token", "status", times=1, status=429, error="slow_down")
+    writes = count_writes(monkeypatch)
+    assert poll(stack, max_wait_seconds=20)["status"] == "pending"
+    assert writes == [REFRESH_SECRET]
+    pending = stack.refresh_document().pending
+    assert pending is not None
+    assert pending.interval == 10
+    assert poll(stack, max_wait_seconds=20)["status"] == "pending"
+    assert writes == [REFRESH_SECRET]

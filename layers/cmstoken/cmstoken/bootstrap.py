@@ -1,14 +1,31 @@
 """The one-time device authorization, run inside AWS (SPEC section 3, bootstrap function).
 
 ``start`` asks for a device code and keeps the pending authorization in the refresh credential
-secret, next to (never over) an active credential. ``poll`` polls within the invocation's time,
-resuming the schedule a previous invocation stored, so the interval is respected across
-invocations too. On success the new credential is stored first, then the service token is
-exchanged, verified and published. ``status`` reports metadata only, never a token or code.
+secret, next to (never over) an active credential. ``poll`` polls until 2 s before the
+invocation's deadline, resuming the schedule a previous invocation left, so the interval is
+respected across invocations too; it stores that schedule only when the next invocation could
+not otherwise keep to it (at most one write while nothing is approved).
+
+On approval the new credential is stored at once (persist-first), and:
+
+- with no active credential (a first bootstrap, or after the old one was refused), it becomes
+  the credential right away; its service token is then exchanged, verified and published (or,
+  when too little of the invocation is left, by the next poll or the rotator);
+- over an active credential, it is kept as the *candidate*: the service token is exchanged and
+  verified first, and only then is the candidate promoted (refresh credential first, then the
+  published token). When the service refuses it, the candidate is dropped and both secrets are
+  left as they were before ``start``. The rotator never uses a candidate and keeps it.
+
+Identity: the credential records who authorized it (a SHA-256 of the issuer and the ``sub`` the
+ID token, else the access token, names). An approval by another subject is refused unless the
+operator allowed a new identity (``"allow_new_identity": true``). ``status`` reports metadata
+only; no token, device code or user code is ever logged (the operator gets the user code in the
+result of ``start``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -17,6 +34,7 @@ from .clock import Clock, optional_iso, to_iso
 from .credentials import CredentialVault, Snapshot
 from .documents import (
     STATUS_ACTIVE,
+    CandidateCredential,
     PendingAuthorization,
     RawAccessToken,
     RefreshCredential,
@@ -27,8 +45,11 @@ from .errors import (
     CmsTokenError,
     ConfigurationError,
     ExpiredTokenError,
+    StoreError,
     TerminalError,
+    TransientError,
 )
+from .lifetimes import unverified_claims
 from .notifications import Notifier
 from .publishing import Publisher
 from .redaction import fingerprint
@@ -45,18 +66,29 @@ logger = logging.getLogger(__name__)
 ACTIONS = ("start", "poll", "status")
 # A poll stops this long before the invocation's deadline (SPEC: at most 2 s before it).
 POLL_DEADLINE_MARGIN = 2.0
-# Time kept back from polling for storing the credential and publishing the service token.
-AUTHORIZED_RESERVE = 20.0
+# The exchange, verification and publication of a new authorization start only with this much
+# of the invocation left; with less, the credential is stored and the next poll finishes.
+FINISH_MIN_SECONDS = 15.0
+# Time kept back from the exchange and the verification for the writes that follow them.
+WRITE_RESERVE_SECONDS = 3.0
+# After its last poll, a poll invocation may wait this long past its ``max_wait_seconds`` for
+# the next poll's time to come, so that the next invocation may poll at once and nothing needs
+# storing.
+SETTLE_GRACE_SECONDS = 10.0
+# A stored raw access token is exchanged only while it has this much life left.
+RAW_TOKEN_MIN_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
 class BootstrapRequest:
-    """A bootstrap invocation: ``action``, the free-trial choice for ``start``, and an optional
-    cap on how long one ``poll`` waits (so an operator's tool can show progress)."""
+    """A bootstrap invocation: ``action``, the free-trial choice for ``start``, an optional
+    cap on how long one ``poll`` waits (so an operator's tool can show progress), and whether
+    the authorization may switch the stack to another identity."""
 
     action: str
     free_trial: bool | None = None
     max_wait_seconds: float | None = None
+    allow_new_identity: bool = False
 
     @classmethod
     def from_event(cls, event: Any) -> BootstrapRequest:
@@ -78,7 +110,83 @@ class BootstrapRequest:
             raise ConfigurationError("bootstrap event field 'max_wait_seconds' must be a number")
         if wait is not None and wait <= 0:
             raise ConfigurationError("bootstrap event field 'max_wait_seconds' must be positive")
-        return cls(action=action, free_trial=free_trial, max_wait_seconds=wait)
+        allow = event.get("allow_new_identity", False)
+        if not isinstance(allow, bool):
+            raise ConfigurationError(
+                "bootstrap event field 'allow_new_identity' must be true or false"
+            )
+        return cls(
+            action=action, free_trial=free_trial, max_wait_seconds=wait, allow_new_identity=allow
+        )
+
+
+class _SupersededError(CmsTokenError):
+    """The candidate this invocation worked on was finished or replaced by another one."""
+
+
+def token_subject(tokens: RawTokens, issuer_url: str, client_id: str) -> str | None:
+    """Who the tokens name, as the SHA-256 (hex) of the issuer and the ``sub`` claim; ``None``
+    when no token names a subject that can be read.
+
+    The ID token is read first (OpenID Connect: its ``sub`` is the user; it must name our
+    issuer and list our client among its audiences), then the access token (its ``iss`` must
+    be our issuer). Signatures are not checked: the tokens came straight from the token
+    endpoint over TLS (OpenID Connect Core 3.1.3.7). Only the hash is kept: comparing two
+    identities needs no more, and it is not personal data in clear.
+    """
+    issuer = issuer_url.rstrip("/")
+    for token, audience in ((tokens.id_token, client_id), (tokens.access_token, None)):
+        claims = unverified_claims(token) if token else None
+        if claims is None:
+            continue
+        subject, claimed_issuer = claims.get("sub"), claims.get("iss")
+        if not isinstance(subject, str) or not subject:
+            continue
+        if claimed_issuer is not None and (
+            not isinstance(claimed_issuer, str) or claimed_issuer.rstrip("/") != issuer
+        ):
+            continue
+        if audience is not None and not _lists(claims.get("aud"), audience):
+            continue
+        return hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()
+    return None
+
+
+def _lists(audiences: Any, client_id: str) -> bool:
+    if isinstance(audiences, str):
+        return audiences == client_id
+    return isinstance(audiences, list) and client_id in audiences
+
+
+def identity_refusal(
+    current: RefreshCredential | None, subject: str | None, *, allowed: bool
+) -> str | None:
+    """Why a new authorization by ``subject`` may not replace ``current``; ``None`` when it may.
+
+    Allowed: a new identity was asked for, nothing was authorized yet, the stored credential
+    records no identity (stored before identities were kept: the first re-authorization
+    records one), or the identities are the same. Refused: another subject, or none readable
+    while the stored credential has one (it cannot be shown to be the same person).
+    """
+    if allowed or current is None or current.subject_sha256 is None:
+        return None
+    if subject == current.subject_sha256:
+        return None
+    expected = _identity(current.subject_sha256)
+    if subject is None:
+        return (
+            "the new authorization's tokens name no subject that can be read, so it cannot be "
+            f"shown to be the identity this stack is authorized as ({expected})"
+        )
+    return (
+        f"the code was approved by a different identity ({_identity(subject)}) than the one "
+        f"this stack is authorized as ({expected})"
+    )
+
+
+def _identity(subject: str | None) -> str | None:
+    """A short, loggable name of an identity (the first 12 hex digits of its hash)."""
+    return None if subject is None else subject[:12]
 
 
 class Bootstrapper:
@@ -107,18 +215,30 @@ class Bootstrapper:
             free_trial = (
                 self.settings.free_trial if request.free_trial is None else request.free_trial
             )
-            return self.start(free_trial=free_trial, deadline=deadline)
+            return self.start(
+                free_trial=free_trial,
+                deadline=deadline,
+                allow_new_identity=request.allow_new_identity,
+            )
         if request.action == "poll":
             stop_at = deadline - POLL_DEADLINE_MARGIN
             if request.max_wait_seconds is not None:
                 stop_at = min(stop_at, self.clock.now() + request.max_wait_seconds)
-            return self.poll(stop_at=stop_at, deadline=deadline)
+            return self.poll(
+                stop_at=stop_at,
+                deadline=deadline,
+                allow_new_identity=request.allow_new_identity,
+            )
         return self.status(deadline=deadline)
 
     # --- start ------------------------------------------------------------------------------
 
-    def start(self, *, free_trial: bool, deadline: float) -> dict[str, Any]:
-        """Request a device code and keep it pending; an active credential stays untouched."""
+    def start(
+        self, *, free_trial: bool, deadline: float, allow_new_identity: bool = False
+    ) -> dict[str, Any]:
+        """Request a device code and keep it pending; an active credential stays untouched.
+        A candidate left unfinished by an earlier authorization is dropped (this one replaces
+        it)."""
         snapshot = self.vault.read_refresh(deadline)
         pending = snapshot.secret.pending
         if pending is not None and pending.expires_at > self.clock.now():
@@ -145,13 +265,17 @@ class Bootstrapper:
             started_at=authorization.received_at,
             expires_at=schedule.expires_at,
             next_poll_at=schedule.next_poll_at,
+            allow_new_identity=allow_new_identity,
         )
         self.vault.update_refresh(
-            snapshot, lambda document: replace(document, pending=pending), deadline
+            snapshot,
+            lambda document: replace(document, pending=pending, candidate=None),
+            deadline,
         )
+        # The user code is not logged: whoever reads the logs could approve it first.
         logger.info(
             "device authorization started",
-            extra={"user_code": pending.user_code, "free_trial": free_trial},
+            extra={"free_trial": free_trial, "allow_new_identity": allow_new_identity},
         )
         return _pending_result(
             pending,
@@ -161,12 +285,20 @@ class Bootstrapper:
 
     # --- poll -------------------------------------------------------------------------------
 
-    def poll(self, *, stop_at: float, deadline: float) -> dict[str, Any]:
-        """Poll the pending authorization until it ends or ``stop_at``."""
+    def poll(
+        self, *, stop_at: float, deadline: float, allow_new_identity: bool = False
+    ) -> dict[str, Any]:
+        """Poll the pending authorization until it ends or ``stop_at``; finish an approved one
+        that an earlier invocation stored but could not finish."""
         snapshot = self.vault.read_refresh(deadline)
+        if snapshot.secret.candidate is not None:
+            return self._finish(snapshot, snapshot.secret.candidate, deadline)
         pending = snapshot.secret.pending
         if pending is None:
-            return {"status": "none", "message": "nothing is pending: run start first"}
+            return self._publish_new_credential(snapshot.secret, deadline) or {
+                "status": "none",
+                "message": "nothing is pending: run start first",
+            }
         from .device_flow import DevicePoller, PollSchedule
         from .identity import IdentityClient
 
@@ -185,8 +317,9 @@ class Bootstrapper:
             schedule=schedule,
             clock=self.clock,
         )
+        hard_stop = deadline - POLL_DEADLINE_MARGIN
         try:
-            tokens = poller.run(stop_at=min(stop_at, deadline - AUTHORIZED_RESERVE))
+            tokens = poller.run(stop_at=min(stop_at, hard_stop))
         except ExpiredTokenError:
             self._forget(snapshot, pending, deadline)
             return {
@@ -203,25 +336,30 @@ class Bootstrapper:
             self._forget(snapshot, pending, deadline)
             return {"status": "failed", "message": f"{exc}; run start again"}
         except CmsTokenError as exc:
-            self._keep_schedule(snapshot, pending, schedule, deadline)
+            self._settle(snapshot, pending, schedule, None, deadline)
             return {
                 "status": "failed",
                 "message": f"{exc}; the pending authorization stays, poll again",
             }
         if tokens is None:
-            self._keep_schedule(snapshot, pending, schedule, deadline)
+            self._settle(snapshot, pending, schedule, min(stop_at, hard_stop), deadline)
             return _pending_result(pending, "not approved yet: poll again")
-        return self._authorized(snapshot, pending, tokens, deadline)
+        return self._approved(
+            snapshot, pending, tokens, deadline, allow_new_identity or pending.allow_new_identity
+        )
 
-    def _authorized(
+    def _approved(
         self,
         snapshot: Snapshot,
         pending: PendingAuthorization,
         tokens: RawTokens,
         deadline: float,
+        allow_new_identity: bool,
     ) -> dict[str, Any]:
-        """Store the new credential first (over any old one), then publish its service token."""
+        """Store the approved credential first: as the credential when none is active, else
+        as the candidate; then finish (exchange, verify, promote, publish) if time allows."""
         now = tokens.received_at
+        subject = token_subject(tokens, pending.issuer_url, pending.client_id)
         credential = RefreshCredential(
             refresh_token=tokens.refresh_token,
             client_id=pending.client_id,
@@ -231,48 +369,243 @@ class Bootstrapper:
             refreshed_at=now,
             reauthorize_by=self.settings.reauthorize_by(now),
             free_trial=pending.free_trial,
+            subject_sha256=subject,
         )
         raw = RawAccessToken(token=tokens.access_token, expires_at=tokens.access_token_expires_at)
-        self.vault.update_refresh(
-            snapshot,
-            lambda document: replace(
-                document, credential=credential, raw_access_token=raw, pending=None, lease=None
-            ),
-            deadline,
-        )
+        decision: list[str] = []  # what the last attempt of the write decided
+
+        def store(document: RefreshSecret) -> RefreshSecret | None:
+            decision.clear()
+            ours = document.pending is not None and (
+                document.pending.device_code == pending.device_code
+            )
+            remaining = None if ours else document.pending  # a newer start stays
+            refusal = identity_refusal(document.credential, subject, allowed=allow_new_identity)
+            if refusal is not None:
+                decision.append(refusal)
+                return replace(document, pending=None) if ours else None
+            current = document.credential
+            if current is None or current.status != STATUS_ACTIVE:
+                decision.append("credential")
+                return replace(
+                    document,
+                    credential=credential,
+                    raw_access_token=raw,
+                    pending=remaining,
+                    candidate=None,
+                    lease=None,
+                )
+            decision.append("candidate")
+            return replace(
+                document, candidate=CandidateCredential(credential, raw), pending=remaining
+            )
+
+        try:
+            stored = self.vault.update_refresh(snapshot, store, deadline)
+        except StoreError:
+            logger.critical(
+                "the approved authorization could not be stored and is lost; run start again",
+                extra={"identity": _identity(subject)},
+            )
+            raise
+        if decision[0] not in ("credential", "candidate"):
+            logger.warning(
+                "authorization refused: approved by another identity",
+                extra={"identity": _identity(subject)},
+            )
+            return {
+                "status": "failed",
+                "message": f"{decision[0]}. Nothing was changed and the approved tokens were "
+                "discarded. If this stack should now use that identity, start again allowing "
+                'it ("allow_new_identity": true; cmstoken-admin bootstrap --new-identity)',
+            }
         logger.info(
             "device authorization approved; credential stored",
-            extra={"credential": fingerprint(credential.refresh_token)},
+            extra={
+                "credential": fingerprint(credential.refresh_token),
+                "identity": _identity(subject),
+                "as": decision[0],
+            },
         )
+        if decision[0] == "candidate":
+            assert stored is not None  # a write that decided is a write that happened
+            return self._finish(stored, CandidateCredential(credential, raw), deadline)
+        return self._publish(credential, raw, deadline)
+
+    def _publish_new_credential(
+        self, secret: RefreshSecret, deadline: float
+    ) -> dict[str, Any] | None:
+        """Publish the service token of a first authorization that an earlier poll stored but
+        had no time to publish (unless the rotator did); ``None`` when there is none."""
+        credential, raw = secret.credential, secret.raw_access_token
+        if (
+            credential is None
+            or raw is None
+            or credential.status != STATUS_ACTIVE
+            or int(credential.refreshed_at) != int(credential.authorized_at)
+            or raw.expires_at - self.clock.now() < RAW_TOKEN_MIN_SECONDS
+        ):
+            return None
+        published = self.vault.read_published(deadline)
+        if (
+            published is not None
+            and published.authorized_at is not None
+            and int(published.authorized_at) == int(credential.authorized_at)
+        ):
+            return None
+        return self._publish(credential, raw, deadline)
+
+    def _publish(
+        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float
+    ) -> dict[str, Any]:
+        """Exchange, verify and publish the service token of the active, new credential."""
+        if deadline - self.clock.now() < FINISH_MIN_SECONDS:
+            return _approved_result(
+                "approved; the credential is stored. The next poll (or the rotator's next "
+                "run) publishes the service token: poll again"
+            )
         try:
-            published = self.publisher.publish(credential, raw, deadline, "bootstrap")
+            published = self.publisher.publish(
+                credential, raw, deadline - WRITE_RESERVE_SECONDS, "bootstrap"
+            )
         except CmsTokenError as exc:
             return {
                 "status": "failed",
                 "message": f"authorized and stored, but the service token was not published "
                 f"({exc}); the rotator publishes it on its next run",
             }
-        return {
-            "status": "authorized",
-            "message": "authorized; the service token is published",
-            "service_token_expires_at": to_iso(published.expires_at),
-            "reauthorize_by": optional_iso(credential.reauthorize_by),
-        }
+        return _authorized_result(credential, published.expires_at)
+
+    def _finish(
+        self, snapshot: Snapshot, candidate: CandidateCredential, deadline: float
+    ) -> dict[str, Any]:
+        """Exchange and verify the candidate's service token; only then promote the candidate
+        (refresh credential first) and publish. A refusal drops the candidate: the active
+        credential and the published token stay exactly as they were."""
+        raw = candidate.raw_access_token
+        now = self.clock.now()
+        if raw.expires_at - now < RAW_TOKEN_MIN_SECONDS:
+            self._drop(snapshot, candidate, deadline)
+            return {
+                "status": "failed",
+                "message": "the approved authorization was not finished before its access "
+                "token expired; nothing was changed: run start again",
+            }
+        if deadline - now < FINISH_MIN_SECONDS:
+            return _approved_result(
+                "approved; the new credential is stored but not verified yet, and the current "
+                "one stays in use: poll again to finish"
+            )
+        promoted: list[bool] = []
+
+        def promote() -> None:
+            self._promote(snapshot, candidate, deadline)
+            promoted.append(True)
+
+        upstream_deadline = deadline - WRITE_RESERVE_SECONDS
+        try:
+            published = self.publisher.publish(
+                candidate.credential, raw, upstream_deadline, "bootstrap", before_write=promote
+            )
+        except _SupersededError:
+            return {
+                "status": "failed",
+                "message": "another start or poll replaced or finished this authorization "
+                "meanwhile; run status to see where the stack stands",
+            }
+        except StoreError as exc:
+            if promoted:
+                return {
+                    "status": "failed",
+                    "message": f"authorized and stored, but the service token was not "
+                    f"published ({exc}); the rotator publishes it on its next run",
+                }
+            return {
+                "status": "failed",
+                "message": f"the new authorization could not be stored ({exc}); it is kept "
+                "and the current credential stays in use: poll again to finish",
+            }
+        except CmsTokenError as exc:
+            if isinstance(exc, TransientError) and upstream_deadline - self.clock.now() < 1.0:
+                return _approved_result(
+                    f"approved, but the service did not answer in time ({exc}); the current "
+                    "credential stays in use: poll again to finish"
+                )
+            self._drop(snapshot, candidate, deadline)
+            logger.warning(
+                "new authorization refused by the service; the active credential stays",
+                extra={
+                    "error": str(exc),
+                    "identity": _identity(candidate.credential.subject_sha256),
+                },
+            )
+            return {
+                "status": "failed",
+                "message": f"the service did not accept the new authorization ({exc}); the "
+                "active credential and the published service token are unchanged. Run start "
+                "again, approving with an account that may use the service",
+            }
+        return _authorized_result(candidate.credential, published.expires_at)
+
+    def _promote(self, snapshot: Snapshot, candidate: CandidateCredential, deadline: float) -> None:
+        """Make the verified candidate the credential, merged into the newest document (a
+        rotation of the old credential meanwhile is replaced, never written back over)."""
+
+        def change(document: RefreshSecret) -> RefreshSecret | None:
+            if not _same(document.candidate, candidate):
+                return None
+            return replace(
+                document,
+                credential=candidate.credential,
+                raw_access_token=candidate.raw_access_token,
+                candidate=None,
+                lease=None,
+            )
+
+        if self.vault.update_refresh(snapshot, change, deadline) is None:
+            raise _SupersededError("the candidate was replaced meanwhile")
+        logger.info(
+            "new authorization verified and promoted",
+            extra={"credential": fingerprint(candidate.credential.refresh_token)},
+        )
+
+    def _drop(self, snapshot: Snapshot, candidate: CandidateCredential, deadline: float) -> None:
+        """Remove the candidate (only this one), leaving everything else as it is."""
+        self.vault.update_refresh(
+            snapshot,
+            lambda document: (
+                replace(document, candidate=None) if _same(document.candidate, candidate) else None
+            ),
+            deadline,
+        )
 
     def _forget(self, snapshot: Snapshot, pending: PendingAuthorization, deadline: float) -> None:
         """Remove a finished pending authorization (only that one; a newer start stays)."""
         self._replace_pending(snapshot, pending, None, deadline)
 
-    def _keep_schedule(
+    def _settle(
         self,
         snapshot: Snapshot,
         pending: PendingAuthorization,
         schedule: PollSchedule,
+        stop_at: float | None,
         deadline: float,
     ) -> None:
-        """Store when the next poll may go, so the next invocation keeps to the interval."""
-        if (schedule.interval, schedule.next_poll_at) == (pending.interval, pending.next_poll_at):
-            return
+        """Make sure the next invocation keeps to the interval, writing only when it must.
+
+        Nothing to do when the stored schedule already holds the next poll back far enough.
+        Otherwise, when the next poll's time comes before this invocation must end (at most
+        ``SETTLE_GRACE_SECONDS`` past ``stop_at``; ``None``: do not wait), wait for it: the
+        next invocation starts later and may poll at once. Else store the schedule (one write).
+        """
+        if schedule.interval == pending.interval:
+            if schedule.next_poll_at <= pending.next_poll_at:
+                return
+            if stop_at is not None and schedule.next_poll_at <= min(
+                deadline - POLL_DEADLINE_MARGIN, stop_at + SETTLE_GRACE_SECONDS
+            ):
+                self.clock.sleep(schedule.next_poll_at - self.clock.now())
+                return
         updated = replace(pending, interval=schedule.interval, next_poll_at=schedule.next_poll_at)
         self._replace_pending(snapshot, pending, updated, deadline)
 
@@ -287,7 +620,7 @@ class Bootstrapper:
 
         def change(document: RefreshSecret) -> RefreshSecret | None:
             current = document.pending
-            if current is None or current.user_code != pending.user_code:
+            if current is None or current.device_code != pending.device_code:
                 return None
             return replace(document, pending=replacement)
 
@@ -319,6 +652,27 @@ class Bootstrapper:
                 "expires_at": to_iso(pending.expires_at),
             },
         }
+
+
+def _same(stored: CandidateCredential | None, candidate: CandidateCredential) -> bool:
+    return (
+        stored is not None and stored.credential.refresh_token == candidate.credential.refresh_token
+    )
+
+
+def _approved_result(message: str) -> dict[str, Any]:
+    """Approved and stored, but not finished in this invocation: poll again."""
+    return {"status": "pending", "approved": True, "message": message}
+
+
+def _authorized_result(credential: RefreshCredential, expires_at: float) -> dict[str, Any]:
+    return {
+        "status": "authorized",
+        "message": "authorized; the service token is published",
+        "service_token_expires_at": to_iso(expires_at),
+        "reauthorize_by": optional_iso(credential.reauthorize_by),
+        "identity": _identity(credential.subject_sha256),
+    }
 
 
 def _pending_result(pending: PendingAuthorization, message: str) -> dict[str, Any]:

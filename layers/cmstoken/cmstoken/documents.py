@@ -107,6 +107,8 @@ class PendingAuthorization:
     started_at: float
     expires_at: float
     next_poll_at: float
+    # The operator allowed this authorization to switch the stack to another identity.
+    allow_new_identity: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under ``pending``."""
@@ -123,6 +125,7 @@ class PendingAuthorization:
             "expires_at": to_iso(self.expires_at),
             # Rounded up: a poll resumed from the document is never early.
             "next_poll_at": to_iso(math.ceil(self.next_poll_at)),
+            "allow_new_identity": self.allow_new_identity,
         }
 
     @classmethod
@@ -146,6 +149,7 @@ class PendingAuthorization:
             started_at=read.time("started_at"),
             expires_at=read.time("expires_at"),
             next_poll_at=read.time("next_poll_at"),
+            allow_new_identity=read.boolean("allow_new_identity", False),
         )
 
 
@@ -161,6 +165,9 @@ class RefreshCredential:
     refreshed_at: float
     reauthorize_by: float | None
     free_trial: bool = False
+    # Who authorized: SHA-256 (hex) of the issuer and the ``sub`` the tokens named; ``None``
+    # when unknown (no readable subject, or a credential stored before identities were kept).
+    subject_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in CREDENTIAL_STATUSES:
@@ -179,6 +186,8 @@ class RefreshCredential:
             "refreshed_at": to_iso(self.refreshed_at),
             "reauthorize_by": optional_iso(self.reauthorize_by),
             "free_trial": self.free_trial,
+            # Left out while unknown, so that a document stored without it reads back unchanged.
+            **({} if self.subject_sha256 is None else {"subject_sha256": self.subject_sha256}),
         }
 
     @classmethod
@@ -194,6 +203,7 @@ class RefreshCredential:
             refreshed_at=read.time("refreshed_at"),
             reauthorize_by=read.optional_time("reauthorize_by"),
             free_trial=read.boolean("free_trial", False),
+            subject_sha256=read.optional_text("subject_sha256"),
         )
 
 
@@ -248,23 +258,52 @@ _CREDENTIAL_KEYS = frozenset(
         "refreshed_at",
         "reauthorize_by",
         "free_trial",
+        "subject_sha256",
     }
 )
 
 
-_SECTION_KEYS = frozenset({"pending", "lease", "raw_access_token", "schema_version"})
+@dataclass(frozen=True)
+class CandidateCredential:
+    """A new authorization that is stored but not trusted yet: the device flow's credential and
+    raw access token, kept next to the active credential until its service token has been
+    exchanged and verified (then it is promoted), or dropped when the service refuses it. The
+    rotator never uses it."""
+
+    credential: RefreshCredential
+    raw_access_token: RawAccessToken
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored under ``candidate``."""
+        return {**self.credential.to_dict(), "raw_access_token": self.raw_access_token.to_dict()}
+
+    @classmethod
+    def from_dict(cls, document: Any) -> CandidateCredential:
+        """Parse the ``candidate`` object."""
+        if not isinstance(document, dict):
+            raise DocumentError("refresh credential: field 'candidate' must be an object")
+        credential = RefreshCredential.from_dict(document)
+        return cls(
+            credential=credential,
+            raw_access_token=RawAccessToken.from_dict(document.get("raw_access_token")),
+        )
+
+
+_SECTION_KEYS = frozenset({"pending", "lease", "raw_access_token", "candidate", "schema_version"})
 
 
 @dataclass(frozen=True)
 class RefreshSecret:
     """The whole private document: the credential (once bootstrapped), the pending device
-    authorization (while one runs), a rotator's lease, the raw access token not yet exchanged,
-    and every field another writer or version owns."""
+    authorization (while one runs), a new authorization waiting for its verification (the
+    candidate), a rotator's lease, the raw access token not yet exchanged, and every field
+    another writer or version owns."""
 
     credential: RefreshCredential | None = None
     pending: PendingAuthorization | None = None
     lease: Lease | None = None
     raw_access_token: RawAccessToken | None = None
+    candidate: CandidateCredential | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
     def to_json(self) -> str:
@@ -276,6 +315,7 @@ class RefreshSecret:
             ("pending", self.pending),
             ("lease", self.lease),
             ("raw_access_token", self.raw_access_token),
+            ("candidate", self.candidate),
         ):
             if section is not None:
                 fields[key] = section.to_dict()
@@ -294,6 +334,7 @@ class RefreshSecret:
         pending = document.get("pending")
         lease = document.get("lease")
         raw = document.get("raw_access_token")
+        candidate = document.get("candidate")
         extra = {
             key: value
             for key, value in document.items()
@@ -304,6 +345,7 @@ class RefreshSecret:
             pending=None if pending is None else PendingAuthorization.from_dict(pending),
             lease=None if lease is None else Lease.from_dict(lease),
             raw_access_token=None if raw is None else RawAccessToken.from_dict(raw),
+            candidate=None if candidate is None else CandidateCredential.from_dict(candidate),
             extra=MappingProxyType(extra),
         )
 
