@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -238,5 +239,61 @@ def test_lease_and_raw_access_token_parsing_is_strict(
     change: dict[str, object], problem: str
 ) -> None:
     document = {**valid_refresh_document(), **change}
+    with pytest.raises(DocumentError, match=problem):
+        RefreshSecret.from_json(json.dumps(document))
+
+
+def test_a_candidate_round_trips_next_to_the_credential_and_stays_out_of_repr() -> None:
+    from cmstoken.documents import CandidateCredential
+
+    candidate = CandidateCredential(
+        credential=replace(
+            CREDENTIAL, refresh_token="v1.candidate-secret-0123456789", subject_sha256="ab" * 32
+        ),
+        raw_access_token=RawAccessToken(token="eyJcandidate.raw.secret", expires_at=1_795_186_400),
+    )
+    secret = RefreshSecret(credential=CREDENTIAL, candidate=candidate)
+    text = secret.to_json()
+    document = json.loads(text)
+    assert document["refresh_token"] == REFRESH_TOKEN  # the active credential stays on top
+    assert document["candidate"]["refresh_token"] == "v1.candidate-secret-0123456789"
+    assert document["candidate"]["subject_sha256"] == "ab" * 32
+    assert document["candidate"]["raw_access_token"]["token"] == "eyJcandidate.raw.secret"
+    parsed = RefreshSecret.from_json(text)
+    assert parsed == secret
+    assert parsed.to_json() == text
+    assert "candidate-secret" not in repr(parsed)
+    assert "eyJcandidate" not in repr(parsed)
+    assert RefreshSecret.from_json(replace(secret, candidate=None).to_json()).candidate is None
+
+
+def test_a_document_without_an_identity_reads_back_byte_for_byte() -> None:
+    text = RefreshSecret(credential=CREDENTIAL, pending=PENDING).to_json()
+    assert "subject_sha256" not in text
+    parsed = RefreshSecret.from_json(text)
+    assert parsed.credential is not None
+    assert parsed.credential.subject_sha256 is None
+    assert parsed.to_json() == text
+    pinned = replace(CREDENTIAL, subject_sha256="cd" * 32)
+    assert json.loads(RefreshSecret(credential=pinned).to_json())["subject_sha256"] == "cd" * 32
+
+
+def test_the_new_identity_allowance_of_a_pending_authorization_round_trips() -> None:
+    allowed = replace(PENDING, allow_new_identity=True)
+    parsed = RefreshSecret.from_json(RefreshSecret(pending=allowed).to_json())
+    assert parsed.pending == allowed
+    assert RefreshSecret.from_json(RefreshSecret(pending=PENDING).to_json()).pending == PENDING
+
+
+@pytest.mark.parametrize(
+    ("candidate", "problem"),
+    [
+        ("yes", "field 'candidate' must be an object"),
+        ({"refresh_token": "v1.x"}, "field 'client_id'"),
+    ],
+)
+def test_a_candidate_is_parsed_strictly(candidate: object, problem: str) -> None:
+    document = json.loads(RefreshSecret(credential=CREDENTIAL).to_json())
+    document["candidate"] = candidate
     with pytest.raises(DocumentError, match=problem):
         RefreshSecret.from_json(json.dumps(document))
