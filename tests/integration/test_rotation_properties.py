@@ -1,0 +1,254 @@
+"""Property: whatever a 2xx refresh answer looks like (valid, RFC-minimal, sloppy, hostile) and
+however Secrets Manager treats the write that follows, the real rotator (moto's server over
+HTTP, the emulator over HTTP) keeps every refresh token an answer carries, never sends a refresh
+token twice, publishes nothing unverified, and fails only with the project's errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cmstoken import runtime
+from cmstoken.clock import to_iso
+from cmstoken.documents import RefreshSecret
+from cmstoken.errors import CmsTokenError, CredentialLostError, DocumentError
+from harness import Stack
+from support import emitted_metrics
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+KEEP: Any = ("keep",)
+DROP: Any = ("drop",)
+DEEP = "[" * 100_000 + "]" * 100_000  # unreadable: deeper than any JSON reader goes
+NESTED = "[" * 50 + "]" * 50  # nested, but readable
+
+
+def set_(value: Any) -> tuple[str, Any]:
+    return ("set", value)
+
+
+def raw(text: str) -> tuple[str, str]:
+    return ("raw", text)
+
+
+EDITS: dict[str, list[Any]] = {
+    # RFC 6749 5.1: RECOMMENDED; sloppy: a string; hostile: NaN, 1e400, 10**12, -Infinity
+    "expires_in": [
+        KEEP,
+        DROP,
+        set_("86400"),
+        set_(" 3600 "),
+        set_(0),
+        set_(-5),
+        set_(1.5),
+        set_(True),
+        set_(None),
+        set_(10**12),
+        set_(10**30),
+        raw("NaN"),
+        raw("1e400"),
+        raw("-Infinity"),
+    ],
+    "scope": [KEEP, DROP, set_(""), set_(None), set_(42)],
+    "token_type": [KEEP, KEEP, DROP, set_("bearer"), set_("mac"), set_(None)],
+    "access_token": [KEEP, KEEP, KEEP, DROP, set_(None), set_(""), set_(7)],
+    "refresh_token": [KEEP, KEEP, KEEP, KEEP, DROP, set_(None), set_(""), set_(7)],
+    "id_token": [KEEP, DROP, set_(None), raw("1e400")],
+    "padding": [DROP, raw(NESTED), raw("NaN"), set_({"a": [1, {"b": None}]})],
+}
+BODIES = [DEEP, "NaN", "[]", "", '{"refresh_token": ', "<html>signed in</html>"]
+STORE_CODES = [
+    "ThrottlingException",
+    "LimitExceededException",
+    "KMSInvalidStateException",
+    "InvalidRequestException",
+    "InternalServiceError",
+    "DocumentError",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated answer and what Secrets Manager does with the write after it."""
+
+    edits: dict[str, Any]
+    body: str | None
+    store_code: str | None
+    store_failures: int  # -1: every write of the rotated token fails
+
+    @property
+    def carries_refresh_token(self) -> bool:
+        return self.body is None and self.edits["refresh_token"] == KEEP
+
+    def rewrite(self) -> dict[str, Any] | None:
+        if self.body is not None:
+            return {"body": self.body}
+        drop = [name for name, edit in self.edits.items() if edit == DROP]
+        values = {name: edit[1] for name, edit in self.edits.items() if edit[0] == "set"}
+        texts = {name: edit[1] for name, edit in self.edits.items() if edit[0] == "raw"}
+        if not values and not texts and drop == ["padding"]:
+            return None  # the valid answer, as the identity provider sends it
+        return {"drop": drop, "set": values, "raw": texts}
+
+
+SHAPES: dict[str, dict[str, list[Any]]] = {
+    "valid": {},
+    "rfc-minimal": {"expires_in": [KEEP, DROP], "scope": [KEEP, DROP], "id_token": [KEEP, DROP]},
+    "sloppy": {
+        "expires_in": [set_("86400"), set_(" 3600 "), set_(1.5), set_(0)],
+        "scope": [set_(""), set_(None)],
+        "token_type": [KEEP, set_("bearer")],
+    },
+    "hostile": EDITS,
+}
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    shape = draw(st.sampled_from(sorted(SHAPES)))
+    edits = dict.fromkeys(EDITS, KEEP) | {"padding": DROP}
+    for name, choices in SHAPES[shape].items():
+        edits[name] = draw(st.sampled_from(choices))
+    body = draw(st.sampled_from([None] * 6 + BODIES)) if shape == "hostile" else None
+    store = draw(st.sampled_from(["none", "none", "transient", "forever"]))
+    return Case(
+        edits=edits,
+        body=body,
+        store_code=None if store == "none" else draw(st.sampled_from(STORE_CODES)),
+        store_failures=-1 if store == "forever" else draw(st.integers(1, 4)),
+    )
+
+
+@dataclass
+class StoreFaults:
+    """Refuses the writes of a refresh token other than ``seeded`` (the rotated one)."""
+
+    seeded: str | None = None
+    code: str | None = None
+    left: int = 0
+
+    def __call__(self, params: dict[str, Any], **_: Any) -> None:
+        if self.code is None or self.left == 0:
+            return
+        document = json.loads(params.get("SecretString", "{}"))
+        token = document.get("refresh_token")
+        if token is None or token == self.seeded:
+            return
+        self.left -= 1
+        if self.code == "DocumentError":
+            raise DocumentError("refresh credential: cannot be written")
+        status = 500 if self.code == "InternalServiceError" else 400
+        raise ClientError(
+            {
+                "Error": {"Code": self.code, "Message": "refused"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
+            "PutSecretValue",
+        )
+
+
+@pytest.fixture
+def faults(server_stack: Stack) -> StoreFaults:
+    faults = StoreFaults()
+    runtime.store().client.meta.events.register(
+        "provide-client-params.secrets-manager.PutSecretValue", faults
+    )
+    return faults
+
+
+def replayed(stack: Stack) -> list[str | None]:
+    """Refresh tokens presented again after the identity provider acted on them."""
+    spent: set[str | None] = set()
+    again = []
+    for record in stack.emulator.requests:
+        if record.endpoint != "refresh":
+            continue
+        if record.credential in spent:
+            again.append(record.credential)
+        if record.status is None or 200 <= record.status < 300:
+            spent.add(record.credential)
+    return again
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=cases())
+def test_every_refresh_answer_keeps_the_credential(
+    server_stack: Stack, faults: StoreFaults, capsys: pytest.CaptureFixture[str], case: Case
+) -> None:
+    stack = server_stack
+    stack.emulator.clear_faults()
+    faults.code = None
+    stack.seed()
+    old_refresh = stack.newest_refresh_token()
+    old_token = stack.service_document().token
+    stack.emulator.advance(19 * HOUR)
+    rewrite = case.rewrite()
+    if rewrite is not None:
+        stack.emulator.inject("refresh", "rewrite", **rewrite)
+    faults.seeded, faults.code, faults.left = old_refresh, case.store_code, case.store_failures
+    refreshes_before = stack.emulator.counts["refresh"]
+    started = stack.clock.now()
+    capsys.readouterr()
+
+    error: BaseException | None = None
+    try:
+        result = stack.invoke("rotator", {}, remaining_ms=45_000)
+    except Exception as exc:
+        error = exc
+    faults.code = None
+    output = capsys.readouterr().out
+    metrics = emitted_metrics(output)
+    stored = stack.refresh_document()
+    newest = stack.newest_refresh_token()
+
+    # Every failure is the project's, and counted.
+    assert error is None or isinstance(error, CmsTokenError), repr(error)
+    assert metrics["RotationFailed"] == [0 if error is None else 1]
+    # One refresh, never a token sent twice.
+    assert stack.emulator.counts["refresh"] - refreshes_before == 1
+    assert replayed(stack) == []
+    # An answer carrying a refresh token ends with it stored, or CredentialLost.
+    lost = case.carries_refresh_token and case.store_code is not None and case.store_failures < 0
+    if lost:
+        assert isinstance(error, CredentialLostError)
+        assert metrics["CredentialLost"] == [1]
+        assert newest == old_refresh
+    else:
+        assert "CredentialLost" not in metrics
+    if case.carries_refresh_token and not lost:
+        assert newest != old_refresh
+        assert stack.emulator.refresh_token_valid(newest)
+        assert not stack.emulator.family_revoked(newest)
+    if not case.carries_refresh_token:
+        assert error is not None
+        assert newest == old_refresh
+    # Nothing unverified is published; a failed run leaves the old token and no lease.
+    assert stack.published_token_works()
+    if error is not None:
+        assert stack.service_document().token == old_token
+        assert stored.lease is None
+    else:
+        assert result["outcome"] == "rotated"
+    # Every stored time is sane and printable.
+    for when in (
+        stack.service_document().expires_at,
+        *([stored.raw_access_token.expires_at] if stored.raw_access_token else []),
+    ):
+        assert started - 1 <= when <= stack.clock.now() + 7 * 86400 + 5
+        to_iso(when)
+    RefreshSecret.from_json(stored.to_json())
+    for secret in (old_refresh, newest, old_token):
+        assert secret not in output
