@@ -102,12 +102,14 @@ def secret_values(stack: Stack) -> list[str]:
                 SecretId=secret_id, VersionId=version["VersionId"]
             )["SecretString"]
             document = json.loads(text)
-            for key in ("refresh_token", "token"):
-                if isinstance(document.get(key), str):
-                    values.append(document[key])
-            raw = document.get("raw_access_token")
-            if isinstance(raw, dict):
-                values.append(raw["token"])
+            # the document itself, and a new authorization waiting for its verification
+            for section in (document, document.get("candidate") or {}):
+                for key in ("refresh_token", "token"):
+                    if isinstance(section.get(key), str):
+                        values.append(section[key])
+                raw = section.get("raw_access_token")
+                if isinstance(raw, dict):
+                    values.append(raw["token"])
     return values
 
 

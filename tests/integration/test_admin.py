@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,7 @@ from support import load_handler
 pytestmark = pytest.mark.integration
 
 FUNCTIONS = StackFunctions(bootstrap="stack-bootstrap", rotator="stack-rotator")
+USER_CODE = re.compile(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}")
 
 
 @pytest.fixture
@@ -237,3 +239,99 @@ def test_lambda_invoker_returns_the_result_and_reports_function_errors(
         assert invoker.invoke("f", {"force": True}) == {"outcome": "skipped"}
         with pytest.raises(AdminError, match="f failed: ReauthorizationRequiredError: run the"):
             invoker.invoke("f", {"force": True})
+
+
+# --- version churn, identity, and what the logs never hold -------------------------------------
+
+
+def record_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from cmstoken.store import SecretStore
+
+    writes: list[str] = []
+    write = SecretStore.write
+
+    def record(self: SecretStore, secret_id: str, text: str, **kwargs: Any) -> str:
+        writes.append(secret_id)
+        return write(self, secret_id, text, **kwargs)
+
+    monkeypatch.setattr(SecretStore, "write", record)
+    return writes
+
+
+def test_a_14_minute_bootstrap_writes_few_versions_and_never_logs_the_user_code(
+    stack: Stack,
+    invoker: LocalInvoker,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness import REFRESH_SECRET, SERVICE_SECRET
+
+    writes = record_writes(monkeypatch)
+    polls: list[int] = []  # refresh secret writes per poll invocation
+    invoke = invoker.invoke
+
+    def counting(function: str, payload: Any) -> Any:
+        before = writes.count(REFRESH_SECRET)
+        result = invoke(function, payload)
+        if payload.get("action") == "poll" and result.get("status") == "pending":
+            polls.append(writes.count(REFRESH_SECRET) - before)
+        return result
+
+    monkeypatch.setattr(invoker, "invoke", counting)
+    stack.clock.at(14 * 60, lambda: approve_pending(stack))
+    code, output = admin(invoker, "bootstrap", "--no-qr")
+    assert code == 0
+    assert len(polls) >= 14 * 60 / 20 - 2  # one poll invocation every 20 s or so
+    assert max(polls) <= 1
+    assert writes.count(REFRESH_SECRET) <= 20
+    assert writes.count(REFRESH_SECRET) == 2  # the pending authorization, the credential
+    assert writes.count(SERVICE_SECRET) == 1
+    user_code = next(
+        line.strip() for line in output.splitlines() if USER_CODE.fullmatch(line.strip())
+    )
+    logs = capsys.readouterr().out
+    assert user_code not in logs
+    assert stack.published_token_works()
+
+
+def test_a_reauthorization_writes_few_versions(
+    stack: Stack, invoker: LocalInvoker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness import REFRESH_SECRET
+
+    stack.clock.at(10, lambda: approve_pending(stack))
+    assert admin(invoker, "bootstrap", "--no-qr")[0] == 0
+    writes = record_writes(monkeypatch)
+    stack.emulator.advance(3600)
+    stack.clock.at(stack.clock.now() - stack.clock.start + 600, lambda: approve_pending(stack))
+    assert admin(invoker, "bootstrap", "--no-qr")[0] == 0
+    # the pending authorization, the candidate, its promotion
+    assert writes.count(REFRESH_SECRET) == 3
+    assert stack.published_token_works()
+
+
+def test_bootstrap_by_another_identity_needs_new_identity(
+    stack: Stack, invoker: LocalInvoker
+) -> None:
+    stack.clock.at(10, lambda: approve_pending(stack))
+    assert admin(invoker, "bootstrap", "--no-qr")[0] == 0
+    pinned = stack.refresh_document().credential
+    assert pinned is not None
+
+    def approve_as_someone_else() -> None:
+        pending = stack.refresh_document().pending
+        assert pending is not None
+        stack.emulator.approve(pending.user_code, subject="auth0|someone-else")
+
+    stack.clock.at(stack.clock.now() - stack.clock.start + 10, approve_as_someone_else)
+    with pytest.raises(AdminError, match=r"different identity.*--new-identity"):
+        admin(invoker, "bootstrap", "--no-qr")
+    assert stack.refresh_document().credential == pinned
+    stack.clock.at(stack.clock.now() - stack.clock.start + 10, approve_as_someone_else)
+    code, output = admin(invoker, "bootstrap", "--no-qr", "--new-identity")
+    assert code == 0
+    assert "identity" in output
+    switched = stack.refresh_document().credential
+    assert switched is not None
+    assert switched.subject_sha256 != pinned.subject_sha256
+    assert stack.published_token_works()

@@ -57,7 +57,7 @@ def test_start_returns_the_address_and_code_and_keeps_the_device_code_private(
 def test_the_whole_flow_authorizes_and_publishes_a_verified_token(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    start(stack)
+    user_code = start(stack)["user_code"]
     code = device_code(stack)
     writes: list[str] = []
     write = SecretStore.write
@@ -83,6 +83,7 @@ def test_the_whole_flow_authorizes_and_publishes_a_verified_token(
     assert stack.published_token_works()
     output = capsys.readouterr().out
     assert code not in output
+    assert user_code not in output  # whoever reads the logs could approve it first
     for value in secret_values(stack):
         assert value not in output
         assert value not in str(result)

@@ -1,6 +1,6 @@
 """``cmstoken-admin``: the operator's command for a deployed stack.
 
-    cmstoken-admin --stack NAME bootstrap [--free-trial | --no-free-trial]
+    cmstoken-admin --stack NAME bootstrap [--free-trial | --no-free-trial] [--new-identity]
     cmstoken-admin --stack NAME status
     cmstoken-admin --stack NAME rotate
 
@@ -135,34 +135,56 @@ def bootstrap(
     out: TextIO,
     now: Callable[[], float] = time.time,
     qr: bool = False,
+    new_identity: bool = False,
 ) -> int:
-    """Start the device authorization, show where to approve it, and wait until it ends."""
+    """Start the device authorization, show where to approve it, and wait until it ends.
+    ``new_identity`` lets the approval switch the stack to another account (identity)."""
     event: dict[str, Any] = {"action": "start"}
     if free_trial is not None:
         event["free_trial"] = free_trial
+    if new_identity:
+        event["allow_new_identity"] = True
     started = invoker.invoke(functions.bootstrap, event)
     if started.get("status") != "pending":
         raise AdminError(f"start failed: {started.get('message', started)}")
     _announce(started, out, qr=qr)
     expires_at = parse_iso(started["expires_at"])
+    approved = False
     while True:
         left = expires_at - now()
         wait = max(1, min(POLL_SLICE_SECONDS, int(left)))
-        with _Countdown(out, expires_at, now):
-            result = invoker.invoke(
-                functions.bootstrap, {"action": "poll", "max_wait_seconds": wait}
-            )
+        if approved:
+            result = invoker.invoke(functions.bootstrap, {"action": "poll"})
+        else:
+            with _Countdown(out, expires_at, now):
+                result = invoker.invoke(
+                    functions.bootstrap, {"action": "poll", "max_wait_seconds": wait}
+                )
         status = result.get("status")
         if status == "pending":
+            if result.get("approved") and not approved:
+                approved = True
+                out.write("\nApproved; verifying the new credential and publishing its token.\n")
             continue
         if status == "authorized":
+            identity = result.get("identity")
             out.write(
-                f"\nAuthorized. The service token is published (expires "
-                f"{result.get('service_token_expires_at')}); re-authorize by "
-                f"{result.get('reauthorize_by') or 'no fixed date'}.\n"
+                f"\nAuthorized{f' (identity {identity})' if identity else ''}. The service "
+                f"token is published (expires {result.get('service_token_expires_at')}); "
+                f"re-authorize by {result.get('reauthorize_by') or 'no fixed date'}.\n"
             )
             return EXIT_OK
+        if status == "none" and approved and _published(invoker, functions):
+            # The rotator finished the approved authorization between two polls.
+            out.write("\nAuthorized. The service token is published.\n")
+            return EXIT_OK
         raise AdminError(f"{status}: {result.get('message', '')}")
+
+
+def _published(invoker: Invoker, functions: StackFunctions) -> bool:
+    """True when the stack's credential is active and its service token published."""
+    credential = invoker.invoke(functions.bootstrap, {"action": "status"}).get("credential") or {}
+    return credential.get("status") == "active" and bool(credential.get("service_token_expires_at"))
 
 
 def status(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
@@ -277,6 +299,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     start.add_argument(
         "--no-qr", dest="qr", action="store_false", help="do not print the address as a QR code"
     )
+    start.add_argument(
+        "--new-identity",
+        action="store_true",
+        help="let the approval switch the stack to another account (by default an approval "
+        "by an identity other than the one the stack is authorized as is refused)",
+    )
     commands.add_parser("status", help="show the credential's state (exit 1 unless active)")
     commands.add_parser("rotate", help="force a rotation now")
     return parser.parse_args(argv)
@@ -285,7 +313,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, out: TextIO) -> int:
     """Run the parsed command against ``functions``."""
     if args.command == "bootstrap":
-        return bootstrap(invoker, functions, free_trial=args.free_trial, out=out, qr=args.qr)
+        return bootstrap(
+            invoker,
+            functions,
+            free_trial=args.free_trial,
+            out=out,
+            qr=args.qr,
+            new_identity=args.new_identity,
+        )
     if args.command == "status":
         return status(invoker, functions, out=out)
     return rotate(invoker, functions, out=out)
