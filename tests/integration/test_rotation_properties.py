@@ -144,14 +144,13 @@ class StoreFaults:
         self.left -= 1
         if self.code == "DocumentError":
             raise DocumentError("refresh credential: cannot be written")
-        status = 500 if self.code == "InternalServiceError" else 400
-        raise ClientError(
-            {
-                "Error": {"Code": self.code, "Message": "refused"},
-                "ResponseMetadata": {"HTTPStatusCode": status},
+        answer: Any = {
+            "Error": {"Code": self.code, "Message": "refused"},
+            "ResponseMetadata": {
+                "HTTPStatusCode": 500 if self.code == "InternalServiceError" else 400
             },
-            "PutSecretValue",
-        )
+        }
+        raise ClientError(answer, "PutSecretValue")
 
 
 @pytest.fixture
