@@ -643,3 +643,45 @@ def test_a_slow_down_is_stored_once(stack: Stack, monkeypatch: pytest.MonkeyPatc
     assert pending.interval == 10
     assert poll(stack, max_wait_seconds=20)["status"] == "pending"
     assert writes == [REFRESH_SECRET]
+
+
+@pytest.mark.parametrize("verified", [True, False], ids=["verified", "refused"])
+def test_a_rotation_during_the_candidates_verification_is_never_written_back(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, verified: bool
+) -> None:
+    from cmstoken.service import ServiceClient
+
+    assert bootstrap(stack)["status"] == "authorized"
+    stack.emulator.advance(19 * HOUR)  # a rotation is due
+    start(stack)
+    approve_pending(stack)
+    original = ServiceClient.list_projects
+    rotations: list[dict[str, Any]] = []
+
+    def rotate_meanwhile(self: ServiceClient, token: str, **kwargs: Any) -> Any:
+        if not rotations:
+            rotations.append({})
+            rotations[0] = stack.invoke("rotator", {})  # while the bootstrap verifies
+            if not verified:
+                stack.emulator.inject("projects", "status", times=20, status=403)
+        return original(self, token, **kwargs)
+
+    monkeypatch.setattr(ServiceClient, "list_projects", rotate_meanwhile)
+    result = poll(stack)
+    assert rotations[0]["outcome"] == "rotated"
+    secret = stack.refresh_document()
+    assert secret.candidate is None
+    assert secret.credential is not None
+    assert stack.emulator.refresh_token_valid(secret.credential.refresh_token)
+    if verified:
+        assert result["status"] == "authorized", result
+        assert stack.service_document().authorized_at == secret.credential.authorized_at
+    else:
+        assert result["status"] == "failed", result
+        # the rotated credential and its published token, not the ones before the rotation
+        assert secret.credential.refreshed_at > secret.credential.authorized_at
+        stack.emulator.clear_faults()
+    assert stack.published_token_works()
+    stack.emulator.advance(19 * HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    assert stack.published_token_works()
