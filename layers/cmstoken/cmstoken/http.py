@@ -197,6 +197,8 @@ class HttpTransport:
         A call still running then is abandoned: its socket is shut down when the headers had
         arrived (which ends a body that trickles in), and otherwise the worker ends at its next
         per-read timeout. Its session is dropped, so no later call shares its connection pool.
+        The error carries the status when the status line had arrived (a refresh answered 2xx
+        must not be sent again, even if its body never arrived).
         """
         session = self.session
         result: dict[str, Any] = {}
@@ -216,9 +218,13 @@ class HttpTransport:
         worker.start()
         if not done.wait(budget):
             self._abandon(session, result.get("raw"))
+            status = result.get("status")
+            arrived = "" if status is None else f" (its status line, HTTP {status}, had arrived)"
             raise UpstreamTimeoutError(
-                f"{endpoint}: no complete answer from {_origin(url)} within {budget:.3g} s",
+                f"{endpoint}: no complete answer from {_origin(url)} within {budget:.3g} s"
+                + arrived,
                 endpoint=endpoint,
+                status=status,
                 outcome_unknown=True,
             )
         error = result.get("error")
@@ -292,7 +298,7 @@ class HttpTransport:
                 endpoint=endpoint,
                 outcome_unknown=True,
             ) from exc
-        shared["raw"] = response.raw
+        shared["raw"], shared["status"] = response.raw, response.status_code
         with response:
             body = self._read_body(response, endpoint=endpoint)
             return HttpResponse(

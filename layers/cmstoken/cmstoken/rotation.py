@@ -270,8 +270,9 @@ class Rotator:
         except Exception as exc:
             if not _refresh_retryable(exc):
                 logger.critical(
-                    "the identity provider answered the refresh but the answer holds no usable "
-                    "refresh token; the one sent is likely spent and is not sent again",
+                    "the identity provider answered the refresh (2xx) but no usable refresh "
+                    "token could be read from its answer; the one sent is spent and is not "
+                    "sent again",
                     extra={"previous": fingerprint(credential.refresh_token)},
                 )
             self._release(claimed, deadline)
