@@ -242,6 +242,34 @@ def test_exchange_failure_keeps_the_new_refresh_token(emu: Emulator) -> None:
     outcome.assert_no_secret_on_stderr(old)
 
 
+def test_an_rfc_minimal_refresh_answer_is_enough(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "rewrite", drop=["expires_in", "scope"], set={"token_type": "bearer"})
+    outcome = run(["--base-url", emu.base_url, "-r", old])
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert emu.service_token_valid(document["access_token"])
+    assert emu.counts["refresh"] == 1
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_a_refresh_answer_without_an_access_token_still_prints_the_new_refresh_token(
+    emu: Emulator,
+) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "rewrite", drop=["access_token"])
+    outcome = run(["--base-url", emu.base_url, "-r", old])
+    assert outcome.returncode == 1
+    document = outcome.json()
+    assert "access_token" not in document
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert "access_token" in outcome.stderr
+    assert "-r" in outcome.stderr
+    assert (emu.counts["refresh"], emu.counts["exchange"]) == (1, 0)
+    outcome.assert_no_secret_on_stderr(old)
+
+
 def test_transient_exchange_failure_is_retried(emu: Emulator) -> None:
     old = emu.issue_tokens()["refresh_token"]
     emu.inject("exchange", "status", status=503)

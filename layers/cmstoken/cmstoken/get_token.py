@@ -20,7 +20,7 @@ from typing import NoReturn, TextIO
 
 from .clock import Clock, SystemClock, to_iso
 from .device_flow import start_device_authorization
-from .errors import CmsTokenError, ConfigurationError, TransientError
+from .errors import CmsTokenError, ConfigurationError, MalformedResponseError, TransientError
 from .http import validate_url
 from .identity import IdentityClient
 from .models import RawTokens, ServiceToken
@@ -219,7 +219,6 @@ def run_refresh(
         answer = identity.refresh(
             client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
         )
-        tokens = answer.strict()
     except TransientError as exc:
         if exc.outcome_unknown:
             _say(
@@ -231,12 +230,28 @@ def run_refresh(
         "The refresh token given is now void: keep the new refresh_token of this output "
         "for the next run.",
     )
+    if answer.problems:
+        _say(stderr, "The answer is not as specified: " + "; ".join(answer.problems) + ".")
+    # A 2xx answer's refresh token is kept whatever else it lacks: without an access token the
+    # exchange fails, and the new refresh token is printed for the next run.
+    tokens = RawTokens(
+        access_token=answer.access_token or "",
+        refresh_token=answer.refresh_token,
+        id_token=None,
+        scope=answer.scope,
+        expires_in=max(0, round(answer.access_token_expires_at - answer.received_at)),
+        received_at=answer.received_at,
+    )
     return Result(tokens=tokens, scope=tokens.scope or provider.scope)
 
 
 def exchange(service: ServiceClient, result: Result) -> Result:
     """The raw access token exchanged for the service token (transient failures retried)."""
     tokens = result.tokens
+    if not tokens.access_token:
+        raise MalformedResponseError(
+            "refresh: the answer holds no access token to exchange", endpoint="refresh", status=200
+        )
     service_token = call_with_retries(
         lambda: service.exchange(
             tokens.access_token, fallback_expires_at=tokens.access_token_expires_at
