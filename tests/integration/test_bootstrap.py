@@ -685,3 +685,38 @@ def test_a_rotation_during_the_candidates_verification_is_never_written_back(
     stack.emulator.advance(19 * HOUR)
     assert stack.invoke("rotator", {})["outcome"] == "rotated"
     assert stack.published_token_works()
+
+
+def test_a_candidate_survives_a_crash_and_the_next_poll_finishes_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cmstoken.publishing import Publisher
+
+    assert bootstrap(stack)["status"] == "authorized"
+    old = stack.newest_refresh_token()
+    published = stack.service_document()
+    start(stack)
+    approve_pending(stack)
+
+    class Crash(BaseException):
+        """The function dies (timeout, out of memory) right after storing the candidate."""
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise Crash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Publisher, "publish", crash)
+        with pytest.raises(Crash):
+            poll(stack)
+    secret = stack.refresh_document()
+    assert secret.candidate is not None  # persisted before the exchange
+    assert secret.credential is not None
+    assert secret.credential.refresh_token == old  # still the one in use
+    assert stack.service_document() == published
+    status = stack.invoke("bootstrap", load_event("bootstrap-status"))
+    assert status["credential"]["status"] == "active"
+    assert poll(stack)["status"] == "authorized"
+    finished = stack.refresh_document()
+    assert finished.candidate is None
+    assert finished.credential == secret.candidate.credential
+    assert stack.published_token_works()
