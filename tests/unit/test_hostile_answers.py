@@ -65,6 +65,10 @@ def test_an_rfc_minimal_answer_takes_the_expiry_from_the_access_tokens_jwt() -> 
     assert tokens.problems == ()
 
 
+def test_a_missing_token_type_is_taken_as_bearer() -> None:
+    assert parse(without("token_type")).problems == ()
+
+
 def test_an_rfc_minimal_answer_without_a_jwt_assumes_a_short_lifetime() -> None:
     tokens = parse(without("expires_in", "scope"))
     assert tokens.expiry_assumed
@@ -120,8 +124,8 @@ def test_hostile_jwt_expiries_are_ignored_or_clamped(exp: Any) -> None:
         (without("access_token"), "access_token"),
         ({**TOKENS, "access_token": ""}, "access_token"),
         ({**TOKENS, "access_token": 7}, "access_token"),
-        (without("token_type"), "token_type"),
         ({**TOKENS, "token_type": "mac"}, "token_type"),
+        ({**TOKENS, "token_type": 5}, "token_type"),
     ],
 )
 def test_other_problems_are_listed_and_the_refresh_token_kept(

@@ -229,9 +229,13 @@ class RefreshedTokens:
         if not isinstance(access_token, str) or not access_token.strip():
             problems.append("field 'access_token' is missing or not a non-empty string")
             access_token = None
+        # A missing token_type is taken as Bearer (as lenient OAuth clients do); another type
+        # means the access token cannot be used as a bearer token.
         token_type = document.get("token_type")
-        if not isinstance(token_type, str) or token_type.strip().lower() != "bearer":
-            problems.append("field 'token_type' is missing or not 'Bearer'")
+        if token_type is not None and (
+            not isinstance(token_type, str) or token_type.strip().lower() != "bearer"
+        ):
+            problems.append("field 'token_type' is not 'Bearer'")
         scope = document.get("scope")
         expires_in = _lenient_seconds(document.get("expires_in"))
         if expires_in is not None:

@@ -283,9 +283,11 @@ class Rotator:
             refreshed_at=answer.received_at,
             status=STATUS_ACTIVE,
         )
+        # The access token is kept only when it is usable: otherwise the next run refreshes
+        # again (with the refresh token stored here) instead of exchanging it.
         new_raw = (
             None
-            if answer.access_token is None
+            if answer.access_token is None or answer.problems
             else RawAccessToken(
                 token=answer.access_token, expires_at=answer.access_token_expires_at
             )
@@ -307,7 +309,7 @@ class Rotator:
                     "expires_at": to_iso(answer.access_token_expires_at),
                 },
             )
-        if answer.problems or new_raw is None:
+        if new_raw is None:
             self._release(stored, deadline)
             raise MalformedResponseError(
                 "refresh: the answer's new refresh token is stored, but the rest of the answer "
