@@ -720,3 +720,18 @@ def test_a_candidate_survives_a_crash_and_the_next_poll_finishes_it(
     assert finished.candidate is None
     assert finished.credential == secret.candidate.credential
     assert stack.published_token_works()
+
+
+def test_pending_polls_at_a_long_interval_write_nothing_either(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.emulator.config.poll_interval = 15
+    start(stack)
+    writes = count_writes(monkeypatch)
+    for _ in range(6):
+        assert poll(stack, max_wait_seconds=20)["status"] == "pending"
+    assert writes == []
+    polls = [r for r in stack.emulator.requests if r.endpoint == "device_token"]
+    assert len(polls) >= 6
+    assert all(r.error == "authorization_pending" for r in polls)
+    assert all(b.at - a.at >= 15 for a, b in itertools.pairwise(polls))

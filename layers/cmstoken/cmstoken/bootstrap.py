@@ -71,10 +71,6 @@ POLL_DEADLINE_MARGIN = 2.0
 FINISH_MIN_SECONDS = 15.0
 # Time kept back from the exchange and the verification for the writes that follow them.
 WRITE_RESERVE_SECONDS = 3.0
-# After its last poll, a poll invocation may wait this long past its ``max_wait_seconds`` for
-# the next poll's time to come, so that the next invocation may poll at once and nothing needs
-# storing.
-SETTLE_GRACE_SECONDS = 10.0
 # A stored raw access token is exchanged only while it has this much life left.
 RAW_TOKEN_MIN_SECONDS = 60.0
 
@@ -594,15 +590,16 @@ class Bootstrapper:
         """Make sure the next invocation keeps to the interval, writing only when it must.
 
         Nothing to do when the stored schedule already holds the next poll back far enough.
-        Otherwise, when the next poll's time comes before this invocation must end (at most
-        ``SETTLE_GRACE_SECONDS`` past ``stop_at``; ``None``: do not wait), wait for it: the
-        next invocation starts later and may poll at once. Else store the schedule (one write).
+        Otherwise, when the next poll's time comes before this invocation must end (2 s before
+        the deadline, and at most one interval past ``stop_at``, the caller's wish; ``None``:
+        do not wait), wait for it: the next invocation starts later and may poll at once. Else
+        store the schedule (one write).
         """
         if schedule.interval == pending.interval:
             if schedule.next_poll_at <= pending.next_poll_at:
                 return
             if stop_at is not None and schedule.next_poll_at <= min(
-                deadline - POLL_DEADLINE_MARGIN, stop_at + SETTLE_GRACE_SECONDS
+                deadline - POLL_DEADLINE_MARGIN, stop_at + schedule.interval
             ):
                 self.clock.sleep(schedule.next_poll_at - self.clock.now())
                 return
