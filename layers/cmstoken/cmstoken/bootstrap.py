@@ -368,21 +368,21 @@ class Bootstrapper:
             subject_sha256=subject,
         )
         raw = RawAccessToken(token=tokens.access_token, expires_at=tokens.access_token_expires_at)
-        decision: list[str] = []  # what the last attempt of the write decided
+        outcome: dict[str, str] = {}  # what the last attempt of the write decided
 
         def store(document: RefreshSecret) -> RefreshSecret | None:
-            decision.clear()
+            outcome.clear()
             ours = document.pending is not None and (
                 document.pending.device_code == pending.device_code
             )
             remaining = None if ours else document.pending  # a newer start stays
             refusal = identity_refusal(document.credential, subject, allowed=allow_new_identity)
             if refusal is not None:
-                decision.append(refusal)
+                outcome["refused"] = refusal
                 return replace(document, pending=None) if ours else None
             current = document.credential
             if current is None or current.status != STATUS_ACTIVE:
-                decision.append("credential")
+                outcome["stored_as"] = "credential"
                 return replace(
                     document,
                     credential=credential,
@@ -391,7 +391,7 @@ class Bootstrapper:
                     candidate=None,
                     lease=None,
                 )
-            decision.append("candidate")
+            outcome["stored_as"] = "candidate"
             return replace(
                 document, candidate=CandidateCredential(credential, raw), pending=remaining
             )
@@ -404,15 +404,15 @@ class Bootstrapper:
                 extra={"identity": _identity(subject)},
             )
             raise
-        if decision[0] not in ("credential", "candidate"):
+        if "refused" in outcome:
             logger.warning(
                 "authorization refused: approved by another identity",
                 extra={"identity": _identity(subject)},
             )
             return {
                 "status": "failed",
-                "message": f"{decision[0]}. Nothing was changed and the approved tokens were "
-                "discarded. If this stack should now use that identity, start again allowing "
+                "message": f"{outcome['refused']}. Nothing was changed and the approved tokens "
+                "were discarded. If this stack should now use that identity, start again allowing "
                 'it ("allow_new_identity": true; cmstoken-admin bootstrap --new-identity)',
             }
         logger.info(
@@ -420,10 +420,10 @@ class Bootstrapper:
             extra={
                 "credential": fingerprint(credential.refresh_token),
                 "identity": _identity(subject),
-                "as": decision[0],
+                "as": outcome["stored_as"],
             },
         )
-        if decision[0] == "candidate":
+        if outcome["stored_as"] == "candidate":
             assert stored is not None  # a write that decided is a write that happened
             return self._finish(stored, CandidateCredential(credential, raw), deadline)
         return self._publish(credential, raw, deadline)
