@@ -735,3 +735,34 @@ def test_pending_polls_at_a_long_interval_write_nothing_either(
     assert len(polls) >= 6
     assert all(r.error == "authorization_pending" for r in polls)
     assert all(b.at - a.at >= 15 for a, b in itertools.pairwise(polls))
+
+
+def approved_too_late(stack: Stack) -> None:
+    """A re-authorization approved when its poll had no time left to finish it."""
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.advance(5)
+    assert poll(stack, remaining_ms=6000)["approved"] is True
+    assert stack.refresh_document().candidate is not None
+
+
+def test_a_new_start_drops_an_unfinished_candidate(stack: Stack) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    credential = stack.refresh_document().credential
+    approved_too_late(stack)
+    assert start(stack)["status"] == "pending"
+    secret = stack.refresh_document()
+    assert secret.candidate is None
+    assert secret.pending is not None
+    assert secret.credential == credential
+
+
+def test_a_candidate_whose_access_token_expired_is_dropped(stack: Stack) -> None:
+    assert bootstrap(stack)["status"] == "authorized"
+    before = secret_texts(stack)
+    approved_too_late(stack)
+    stack.emulator.advance(86400)
+    result = poll(stack)
+    assert result["status"] == "failed"
+    assert "run start again" in result["message"]
+    assert secret_texts(stack) == before
