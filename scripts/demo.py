@@ -115,7 +115,8 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
     def read(secret_id: str) -> str:
         return str(secrets.get_secret_value(SecretId=secret_id)["SecretString"])
 
-    bootstrap(invoker, functions, free_trial=None, out=sys.stderr, now=clock.now)
+    # What an operator sees: the QR code and the framed address, once, on a terminal or not.
+    bootstrap(invoker, functions, free_trial=None, out=sys.stderr, now=clock.now, qr=True)
     credential = RefreshSecret.from_json(read(REFRESH_SECRET)).credential
     assert credential is not None
     first_refresh = credential.refresh_token

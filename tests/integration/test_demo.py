@@ -30,6 +30,12 @@ def test_demo_runs_the_lifecycle_and_prints_only_metadata() -> None:
     assert result.returncode == 0, result.stderr
     assert "Approving automatically" in result.stderr
     assert re.search(r"^\s+[B-Z]{4}-[B-Z]{4}$", result.stderr, re.MULTILINE)  # the user code
+    # What an operator sees at bootstrap, once, although nobody is at a terminal: the QR code
+    # (block characters) and the framed address.
+    assert result.stderr.count("  Open:   http://127.0.0.1:") == 1
+    assert result.stderr.count("=" * 64) == 2
+    qr_rows = [line for line in result.stderr.splitlines() if set(line.strip()) <= set("█▀▄ ")]
+    assert len([row for row in qr_rows if row.strip()]) >= 10
     assert "Authorized" in result.stderr
     assert re.search(r"rotator, scheduled\s+skipped: service token is fresh", result.stdout)
     assert re.search(r"rotator, scheduled again\s+rotated", result.stdout)
