@@ -174,6 +174,27 @@ def test_a_trickled_refresh_ends_before_the_deadline_and_is_not_sent_again(
     assert [line["level"] for line in log_lines(output)].count("CRITICAL") == 1
 
 
+def test_the_refresh_call_ends_in_time_to_store_its_answer(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.seed()
+    make_due(stack)
+    transport = runtime.service().transport
+    send = transport.request
+    budgets: dict[str, list[float | None]] = {}
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        budgets.setdefault(kwargs["endpoint"], []).append(kwargs.get("read_timeout"))
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(transport, "request", recording)
+    assert stack.invoke("rotator", {}, remaining_ms=40_000)["outcome"] == "rotated"
+    (refresh_budget,) = budgets["refresh"]
+    assert refresh_budget is not None
+    assert 20 <= refresh_budget <= 40 - 15  # the write keeps its 15 s
+    assert all(b is not None and b <= 40 for b in budgets["exchange"] + budgets["projects"])
+
+
 def test_a_refresh_without_an_answer_is_sent_once_more(stack: Stack) -> None:
     stack.emulator.config.refresh_reuse_interval = 60
     stack.seed()
