@@ -59,11 +59,18 @@ class Publisher:
         )
 
     def publish(
-        self, credential: RefreshCredential, raw: RawAccessToken, deadline: float, reason: str
+        self,
+        credential: RefreshCredential,
+        raw: RawAccessToken,
+        deadline: float,
+        reason: str,
+        *,
+        before_write: Callable[[], None] | None = None,
     ) -> ServiceTokenDocument:
         """Exchange, verify (unless disabled), publish, announce (``Service Token Rotated``).
         ``VerificationFailedError`` when the service refuses the new token: the previous one
-        stays published."""
+        stays published. ``before_write`` runs once the token is verified, before it is
+        published (the bootstrap promotes a new credential there)."""
         token = self.upstream(
             lambda timeout: self.service.exchange(
                 raw.token, fallback_expires_at=raw.expires_at, read_timeout=timeout
@@ -83,6 +90,8 @@ class Publisher:
                     f"the service refused the new service token ({exc}); the previous token "
                     "stays published"
                 ) from exc
+        if before_write is not None:
+            before_write()
         document = ServiceTokenDocument(
             token=token.token,
             expires_at=token.expires_at,
