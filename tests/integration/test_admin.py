@@ -76,8 +76,11 @@ def test_bootstrap_reports_denial(stack: Stack, invoker: LocalInvoker) -> None:
         stack.emulator.deny(pending.user_code)
 
     stack.clock.at(12, deny)
-    with pytest.raises(AdminError, match="denied"):
+    with pytest.raises(AdminError, match="denied") as info:
         admin(invoker, "bootstrap")
+    # The operator is told the command to run, not the bootstrap function's action name.
+    assert "run `cmstoken-admin --stack s bootstrap` again" in str(info.value)
+    assert "run start again" not in str(info.value)
 
 
 def test_bootstrap_reports_expiry(stack: Stack, invoker: LocalInvoker) -> None:
@@ -137,6 +140,8 @@ def test_a_tty_gets_a_live_countdown(stack: Stack, invoker: LocalInvoker) -> Non
         assert countdown.live
         countdown._stop.wait(1.3)
     assert "\rwaiting for approval: 15:00 left" in out.getvalue()
+    # Whatever comes next (the result, or main()'s error message) starts on a line of its own.
+    assert out.getvalue().endswith(" left  \n")
 
 
 # --- the AWS-facing parts -------------------------------------------------------------------
@@ -192,6 +197,19 @@ def test_main_exits_1_without_aws_credentials(
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
     assert main(["--stack", "s", "--region", "us-east-1", "status"]) == 1
     assert "no AWS credentials found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--stack", "s", "--region", "eu-west-1", "status"],
+        ["status", "--stack", "s", "--region", "eu-west-1"],
+        ["--region", "eu-west-1", "status", "--stack", "s"],
+    ],
+)
+def test_stack_and_region_go_before_or_after_the_command(argv: list[str]) -> None:
+    args = parse_args(argv)
+    assert (args.command, args.stack, args.region) == ("status", "s", "eu-west-1")
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

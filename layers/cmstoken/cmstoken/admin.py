@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -136,9 +137,11 @@ def bootstrap(
     now: Callable[[], float] = time.time,
     qr: bool = False,
     new_identity: bool = False,
+    command: str = "cmstoken-admin bootstrap",
 ) -> int:
     """Start the device authorization, show where to approve it, and wait until it ends.
-    ``new_identity`` lets the approval switch the stack to another account (identity)."""
+    ``new_identity`` lets the approval switch the stack to another account (identity);
+    ``command`` is how the operator runs this again (named in failure messages)."""
     event: dict[str, Any] = {"action": "start"}
     if free_trial is not None:
         event["free_trial"] = free_trial
@@ -178,7 +181,15 @@ def bootstrap(
             # The rotator finished the approved authorization between two polls.
             out.write("\nAuthorized. The service token is published.\n")
             return EXIT_OK
-        raise AdminError(f"{status}: {result.get('message', '')}")
+        raise AdminError(f"{status}: {_in_admin_terms(str(result.get('message', '')), command)}")
+
+
+def _in_admin_terms(message: str, command: str) -> str:
+    """The bootstrap function's advice, which names its own actions ("run start again"),
+    worded for the operator of this command."""
+    return message.replace("run start again", f"run `{command}` again").replace(
+        "start again allowing it", f"run `{command} --new-identity` to allow it"
+    )
 
 
 def _published(invoker: Invoker, functions: StackFunctions) -> bool:
@@ -275,27 +286,52 @@ class _Countdown:
         if self.live:
             self._stop.set()
             self._thread.join()
+            self.out.write("\n")  # whatever is printed next starts on a line of its own
+            self.out.flush()
 
 
 # --- command line ----------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line; argparse exits 2 on a usage error."""
+    """The command line; argparse exits 2 on a usage error. ``--stack`` and ``--region`` are
+    accepted before or after the command, as the AWS CLI accepts its global options."""
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("stack")
+    where.add_argument(
+        "--stack", default=argparse.SUPPRESS, help="the CloudFormation stack name (required)"
+    )
+    where.add_argument(
+        "--region",
+        default=argparse.SUPPRESS,
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, or your AWS profile's)",
+    )
     parser = argparse.ArgumentParser(
         prog="cmstoken-admin",
+        parents=[common],
         description="Operate a deployed Cluster Management Service token stack: authorize it "
         "(bootstrap), check it (status), rotate now (rotate).",
         epilog="Uses your AWS credentials and region (AWS_PROFILE, AWS_REGION, ...). Exit "
         "status: 0 success, 1 failure, 2 usage error.",
     )
-    parser.add_argument("--stack", required=True, help="the CloudFormation stack name")
-    parser.add_argument("--region", help="AWS region (default: from your AWS configuration)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    start = commands.add_parser("bootstrap", help="authorize the stack with the device flow")
+    start = commands.add_parser(
+        "bootstrap", parents=[common], help="authorize the stack with the device flow"
+    )
     trial = start.add_mutually_exclusive_group()
-    trial.add_argument("--free-trial", dest="free_trial", action="store_true", default=None)
-    trial.add_argument("--no-free-trial", dest="free_trial", action="store_false")
+    trial.add_argument(
+        "--free-trial",
+        dest="free_trial",
+        action="store_true",
+        default=None,
+        help="authorize with the free-trial client id (default: the stack's FreeTrial setting)",
+    )
+    trial.add_argument(
+        "--no-free-trial",
+        dest="free_trial",
+        action="store_false",
+        help="authorize with the regular client id, whatever the stack's FreeTrial setting",
+    )
     start.add_argument(
         "--no-qr", dest="qr", action="store_false", help="do not print the address as a QR code"
     )
@@ -305,9 +341,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="let the approval switch the stack to another account (by default an approval "
         "by an identity other than the one the stack is authorized as is refused)",
     )
-    commands.add_parser("status", help="show the credential's state (exit 1 unless active)")
-    commands.add_parser("rotate", help="force a rotation now")
-    return parser.parse_args(argv)
+    commands.add_parser(
+        "status", parents=[common], help="show the credential's state (exit 1 unless active)"
+    )
+    commands.add_parser("rotate", parents=[common], help="force a rotation now")
+    args = parser.parse_args(argv)
+    if not getattr(args, "stack", "").strip():
+        parser.error("the following arguments are required: --stack")
+    args.region = getattr(args, "region", None)
+    return args
 
 
 def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, out: TextIO) -> int:
@@ -320,6 +362,7 @@ def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, o
             out=out,
             qr=args.qr,
             new_identity=args.new_identity,
+            command=f"cmstoken-admin --stack {args.stack} bootstrap",
         )
     if args.command == "status":
         return status(invoker, functions, out=out)
@@ -335,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
 
         try:
-            session = boto3.Session(region_name=args.region)
+            # boto3 reads AWS_DEFAULT_REGION but not AWS_REGION, which the AWS CLI honours.
+            region = args.region or os.environ.get("AWS_REGION") or None
+            session = boto3.Session(region_name=region)
             functions = locate(args.stack, session.client("cloudformation"))
             lambda_client = session.client(
                 "lambda", config=Config(read_timeout=910, retries={"max_attempts": 0})
@@ -347,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
                 "environment variables) and retry"
             ) from exc
         except NoRegionError as exc:
-            raise AdminError("no AWS region set: pass --region or set AWS_REGION") from exc
+            raise AdminError(
+                "no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), or set "
+                "a region in your AWS profile"
+            ) from exc
         except BotoCoreError as exc:
             raise AdminError(f"AWS call failed: {exc}") from exc
     except AdminError as exc:
