@@ -6,6 +6,7 @@ import signal
 import threading
 
 from cmsemu.config import EmulatorConfig
+from cmsemu.control import reference
 from cmsemu.emulator import Emulator
 
 
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cms-emulator",
         description="Emulate the Cluster Management Service API and its identity provider.",
+        epilog=reference(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="IPv4 loopback address to bind")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port)")

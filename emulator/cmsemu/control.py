@@ -69,6 +69,53 @@ COMMANDS: dict[str, dict[str, Callable[[State, dict[str, Any]], object]]] = {
 }
 
 
+# What each route does and takes: `cms-emulator --help` prints this, the README repeats it.
+ROUTES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "POST",
+        "approve",
+        '{"user_code": "HHHJ-MMSZ", "subject": "..."}',
+        "approve a pending user code (as another account's subject, optionally)",
+    ),
+    ("POST", "deny", '{"user_code": "HHHJ-MMSZ"}', "deny a pending user code"),
+    ("POST", "advance", '{"seconds": 3600}', "move the emulator's clock forward"),
+    (
+        "POST",
+        "faults",
+        '{"endpoint": E, "fault": F, "times": 1, ...parameters}',
+        "queue a fault for the next `times` requests to an endpoint",
+    ),
+    ("DELETE", "faults", "(none)", "forget every queued fault"),
+    ("GET", "state", "(none)", "the clock, request counts per endpoint, pending user codes"),
+    ("POST", "reset", "(none)", "forget codes, tokens, families, faults, counts and the clock"),
+)
+FAULTS: dict[str, str] = {
+    "status": "answer an error without acting: status (4xx/5xx), error, description",
+    "rate_limit": "answer 429 without acting: retry_after (Retry-After), reset_in "
+    "(X-RateLimit-Reset)",
+    "delay": "wait seconds before answering",
+    "drop": "act, then close the connection without an answer",
+    "malformed": "answer a broken body: body (html, truncated, empty, not_object, "
+    "missing_fields, null_token, huge); acted: act first",
+    "rewrite": "act, then change the answer: drop (field names), set (field: JSON value), raw "
+    "(field: JSON text such as NaN or 1e400), body (the whole body text)",
+    "trickle": "act, then send the answer chunk bytes every interval seconds",
+}
+
+
+def reference() -> str:
+    """The control API, for `cms-emulator --help` and the README."""
+    from cmsemu.faults import ENDPOINTS
+
+    lines = ['control API (JSON bodies; errors are {"error": message}):']
+    for method, name, body, what in ROUTES:
+        lines.append(f"  {method:<6} {PREFIX}{name:<8} {what}")
+        lines.append(f"         body: {body}")
+    lines.append("faults (F), per endpoint (E: " + ", ".join(sorted(ENDPOINTS)) + "):")
+    lines.extend(f"  {kind:<10} {what}" for kind, what in FAULTS.items())
+    return "\n".join(lines)
+
+
 def handle(state: State, request: Request) -> Response:
     """Run one control command; errors are {"error": message}."""
     methods = COMMANDS.get(request.path.removeprefix(PREFIX))
