@@ -412,3 +412,71 @@ def test_no_aws_modules_on_the_import_path() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+# --- safe forms of the refresh token, hostile text, a base URL ending in /api ------------------
+
+
+def test_the_refresh_token_from_standard_input(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old + "\n")
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert not emu.refresh_token_valid(old)
+    assert emu.refresh_token_valid(document["refresh_token"])
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_an_empty_standard_input_is_a_usage_error(emu: Emulator) -> None:
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin="")
+    assert outcome.returncode == 2
+    assert "no refresh token on standard input" in outcome.stderr
+    assert emu.counts["refresh"] == 0
+
+
+def test_the_refresh_token_from_the_environment(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    env = environment(SERVICE_BASE_URL=emu.base_url, CMS_REFRESH_TOKEN=old)
+    outcome = run(["-o", "plain"], env=env)
+    assert outcome.returncode == 0, outcome.stderr
+    assert not emu.refresh_token_valid(old)
+    assert emu.counts["device_code"] == 0
+    assert "refresh_token: " in outcome.stdout
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_terminal_escapes_from_the_upstream_are_not_printed(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    hostile = "bad\x1b]0;owned\x07\x1b[2J\u202eevil"
+    emu.inject("refresh", "status", status=400, error="invalid_request", description=hostile)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 1
+    assert "\x1b" not in outcome.stderr
+    assert "\x07" not in outcome.stderr
+    assert "\u202e" not in outcome.stderr
+    assert "bad?]0;owned??[2J?evil" in outcome.stderr
+
+
+def test_a_base_url_ending_in_api_is_recognised(emu: Emulator) -> None:
+    outcome = run(["--base-url", emu.base_url.rstrip("/") + "/api", "-r", "-"], stdin="x" * 20)
+    assert outcome.returncode == 2
+    assert "pass the service's address, without /api" in outcome.stderr
+    assert f"--base-url {emu.base_url.rstrip('/')}" in outcome.stderr
+    assert emu.counts["refresh"] == 0
+
+
+def test_help_and_usage_errors_import_no_http_library() -> None:
+    probe = (
+        "import sys, contextlib, io\n"
+        "from cmstoken.get_token import main\n"
+        "quiet = contextlib.redirect_stdout(io.StringIO())\n"
+        "with quiet, contextlib.redirect_stderr(io.StringIO()):\n"
+        "    codes = [main(['--help']), main(['--base-url', 'ftp://x']), main(['-o', 'xml'])]\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "http = {'requests', 'urllib3', 'http', 'ssl', 'boto3', 'botocore'}\n"
+        "print(codes, sorted(loaded & http))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert result.stdout.strip() == "[0, 2, 2] []"

@@ -289,3 +289,34 @@ def test_refused_exchange_still_prints_the_new_refresh_token() -> None:
     assert json.loads(stdout.getvalue())["refresh_token"] == TOKENS_DOCUMENT["refresh_token"]
     assert "exchange: HTTP 400" in stderr.getvalue()
     assert TOKENS_DOCUMENT["refresh_token"] not in stderr.getvalue()
+
+
+def test_the_refresh_token_is_kept_out_of_reprs() -> None:
+    from cmstoken.get_token import parse_args
+
+    options = parse_args(["--base-url", "https://api.example.com", "-r", "v1.secret-value"], {})
+    assert options.refresh_token == "v1.secret-value"
+    assert "v1.secret-value" not in repr(options)
+
+
+def test_r_dash_reads_standard_input_and_the_flag_beats_the_environment() -> None:
+    import io
+
+    from cmstoken.get_token import parse_args
+
+    environ = {"CMS_REFRESH_TOKEN": "v1.from-environment"}
+    options = parse_args(
+        ["--base-url", "https://api.example.com", "-r", "-"], environ, io.StringIO("v1.piped\n")
+    )
+    assert options.refresh_token == "v1.piped"
+    options = parse_args(["--base-url", "https://api.example.com"], environ)
+    assert options.refresh_token == "v1.from-environment"
+    options = parse_args(["--base-url", "https://api.example.com"], {})
+    assert options.refresh_token is None
+
+
+def test_printable_neutralises_control_characters() -> None:
+    from cmstoken.redaction import printable
+
+    assert printable("ok: réseau ✓") == "ok: réseau ✓"
+    assert printable("a\x1b[31mb\x9bc\u202ed\r\n") == "a?[31mb?c?d??"

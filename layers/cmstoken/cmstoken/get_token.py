@@ -15,21 +15,29 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn, TextIO
 
 from .clock import Clock, SystemClock, to_iso
 from .device_flow import start_device_authorization
-from .errors import CmsTokenError, ConfigurationError, MalformedResponseError, TransientError
+from .errors import (
+    CmsTokenError,
+    ConfigurationError,
+    MalformedResponseError,
+    TransientError,
+    UpstreamError,
+)
 from .http import validate_url
 from .identity import IdentityClient
 from .models import RawTokens, ServiceToken
-from .redaction import REDACTED, scrub
+from .redaction import REDACTED, printable, scrub
 from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
 
 PROG = "get-token"
 ENV_BASE_URL = "SERVICE_BASE_URL"
+ENV_REFRESH_TOKEN = "CMS_REFRESH_TOKEN"  # noqa: S105 -- the variable's name, not a secret
+FROM_STDIN = "-"
 FORMATS = ("json", "plain")
 PROMPT = "Press y once you have approved the login in your browser (y/N): "
 YES = frozenset({"y", "yes"})
@@ -54,6 +62,12 @@ EPILOG = f"""\
 environment:
   {ENV_BASE_URL}    the service's address ({{base_url}}), used when --base-url is not
                       given; https, or http on 127.0.0.1, ::1 or localhost
+  {ENV_REFRESH_TOKEN}   a refresh token to renew from when -r is not given (kept out of
+                      the process list and shell history, unlike -r TOKEN)
+
+renewing without exposing the refresh token:
+  get-token -r - < file        or   printf %s "$token" | get-token -r -
+  {ENV_REFRESH_TOKEN}=... get-token   (-r TOKEN works too, but shows in ps and history)
 
 output (standard output only; everything else goes to standard error):
   json    one JSON object: {{"access_token": <service token>, "refresh_token": <new refresh
@@ -78,7 +92,7 @@ class Options:
     base_url: str
     free_trial: bool
     output_format: str
-    refresh_token: str | None
+    refresh_token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -138,9 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKEN",
         dest="refresh_token",
         help=(
-            "renew from this refresh token instead of logging in; the token given is void "
-            "afterwards: keep the new refresh_token of the output (use the same -ft as when "
-            "it was obtained)"
+            f"renew from a refresh token instead of logging in; '{FROM_STDIN}' reads it from "
+            f"standard input (preferred: a TOKEN argument shows in ps and shell history); "
+            f"default: ${ENV_REFRESH_TOKEN} when set. The token given is void afterwards: keep "
+            "the new refresh_token of the output (use the same -ft as when it was obtained)"
         ),
     )
     parser.add_argument(
@@ -151,8 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Options:
-    """Parse the command line and resolve the base URL; exits 2 (with usage) on a usage error."""
+def parse_args(
+    argv: Sequence[str] | None, environ: Mapping[str, str], stdin: TextIO | None = None
+) -> Options:
+    """Parse the command line and resolve the base URL and the refresh token (``-r -`` reads
+    it from ``stdin``); exits 2 (with usage) on a usage error."""
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     # argparse takes "-f" for "-ft" (single-dash prefixes match even without abbreviations)
@@ -166,14 +184,30 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Option
         base_url = validate_url(base_url, what="service base URL")
     except ConfigurationError as exc:
         parser.error(str(exc))
-    if args.refresh_token is not None and not args.refresh_token.strip():
+    refresh_token = args.refresh_token
+    if refresh_token == FROM_STDIN:
+        refresh_token = _read_secret(sys.stdin if stdin is None else stdin)
+        if not refresh_token:
+            parser.error("argument -r/--refresh: no refresh token on standard input")
+    elif refresh_token is None:
+        refresh_token = environ.get(ENV_REFRESH_TOKEN, "").strip() or None
+    if refresh_token is not None and not refresh_token.strip():
         parser.error("argument -r/--refresh: the refresh token is empty")
     return Options(
         base_url=base_url,
         free_trial=args.free_trial,
         output_format=args.output_format,
-        refresh_token=args.refresh_token,
+        refresh_token=refresh_token,
     )
+
+
+def _read_secret(stdin: TextIO) -> str:
+    """One line from standard input, without echo when it is a terminal."""
+    if _is_terminal(stdin):
+        import getpass
+
+        return getpass.getpass("refresh token: ", stream=sys.stderr).strip()
+    return stdin.readline().strip()
 
 
 def run_device_flow(
@@ -304,7 +338,7 @@ def run(
         # The refresh token just issued is the only way back in without a new login: keep it.
         stdout.write(render(result, options.output_format, now=service.clock.now()))
         stdout.flush()
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else printable(str(exc))
         _say(
             stderr,
             f"{PROG}: {reason}\n{PROG}: the exchange failed; the new refresh token is on "
@@ -319,7 +353,7 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     """The ``get-token`` console script; returns the exit code (0, 1, 2 or 130)."""
     try:
-        options = parse_args(argv, os.environ)
+        options = parse_args(argv, os.environ, sys.stdin)
     except SystemExit as exc:  # argparse: -h (0) or a usage error (2)
         if exc.code is None:
             return EXIT_OK
@@ -329,13 +363,36 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(options, service, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
     except CmsTokenError as exc:
-        _say(sys.stderr, f"{PROG}: {exc}")
+        _say(sys.stderr, f"{PROG}: {printable(str(exc))}")
+        hint = _api_suffix_hint(options.base_url, exc)
+        if hint:
+            _say(sys.stderr, f"{PROG}: {hint}")
+            return EXIT_USAGE
         return EXIT_FAILURE
     except KeyboardInterrupt:
         _say(sys.stderr, f"\n{PROG}: interrupted")
         return EXIT_INTERRUPTED
     finally:
         service.transport.close()
+
+
+def _api_suffix_hint(base_url: str, error: CmsTokenError) -> str | None:
+    """When the address given is the API's own (``{base_url}/api``), what to pass instead."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(base_url).path.rstrip("/")
+    if not (
+        path.endswith("/api")
+        and isinstance(error, UpstreamError)
+        and error.endpoint == "provider"
+        and error.status == 404
+    ):
+        return None
+    service = base_url.rstrip("/").removesuffix("/api")
+    return (
+        f"{base_url} is the API's own address; pass the service's address, without /api: "
+        f"--base-url {service}"
+    )
 
 
 def _say(stream: TextIO, text: str) -> None:

@@ -18,6 +18,19 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()[:12]
 
 
+def printable(text: str) -> str:
+    """``text`` (from an upstream, say) safe to print on a terminal or log: control characters
+    (escape sequences included) and bidirectional overrides become ``?``."""
+    return "".join("?" if _unprintable(char) else char for char in text)
+
+
+def _unprintable(char: str) -> bool:
+    code = ord(char)
+    return (
+        code < 0x20 or 0x7F <= code < 0xA0 or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069
+    )
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with every given secret value and every JWT-shaped string replaced."""
     for secret in secrets:
