@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from cmstoken import runtime
 from cmstoken.credentials import CredentialVault
 from cmstoken.errors import (
+    CmsTokenError,
     ConfigurationError,
     InsufficientTimeError,
     NotBootstrappedError,
@@ -728,3 +729,24 @@ def test_an_event_bus_failure_does_not_fail_the_rotation(
     runtime.notifier().client.meta.events.register("before-call.events.PutEvents", refuse)
     assert stack.invoke("rotator", {})["outcome"] == "rotated"
     assert_healthy(stack)
+
+
+def test_upstream_text_reaches_errors_and_logs_without_control_characters(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error description is upstream text: it must not drive the terminal of whoever reads
+    the error or the decoded log line."""
+    stack.seed()
+    make_due(stack)
+    hostile = "nope\x1b]0;owned\x07\x1b[2J\u202eevil"
+    stack.emulator.inject(
+        "refresh", "status", status=400, error="invalid_request", description=hostile
+    )
+    with pytest.raises(CmsTokenError) as info:
+        stack.invoke("rotator", {})
+    assert "nope?]0;owned??[2J?evil" in str(info.value)
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("{"):
+            decoded = json.dumps(json.loads(line), ensure_ascii=False)
+            assert "\x1b" not in decoded
+            assert "\u202e" not in decoded

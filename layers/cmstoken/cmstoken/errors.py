@@ -11,6 +11,8 @@ Messages never contain a token, a refresh token or a device code.
 
 from __future__ import annotations
 
+from .redaction import printable
+
 
 class CmsTokenError(Exception):
     """Base class of every error this package raises."""
@@ -39,6 +41,8 @@ class UpstreamError(CmsTokenError):
         status: int | None = None,
         code: str | None = None,
     ) -> None:
+        # Upstream text (an error description) goes to terminals and logs: no control codes.
+        message = printable(message)
         super().__init__(message)
         self.message = message
         self.endpoint = endpoint
