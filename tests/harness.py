@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from cmsemu import Emulator
 from cmstoken import runtime
 from cmstoken.documents import (
@@ -16,6 +18,7 @@ from cmstoken.documents import (
     RefreshSecret,
     ServiceTokenDocument,
 )
+from cmstoken.errors import DocumentError
 from cmstoken.service import ServiceClient
 from support import EmulatorClock, load_handler
 
@@ -119,3 +122,27 @@ def approve_pending(stack: Stack) -> str:
     assert pending is not None
     stack.emulator.approve(pending.user_code)
     return pending.user_code
+
+
+def refuse_rotation_writes(code: str | None, times: int, *, after: int = 0) -> dict[str, int]:
+    """Fail the writes that store a refresh's answer (``times`` of them; ``code`` None: a local
+    document error instead of an AWS error), after letting ``after`` such writes through (the
+    claim, when the document already holds a raw access token)."""
+    left = {"left": times, "through": after}
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if '"raw_access_token"' not in params.get("SecretString", ""):
+            return
+        if left["through"]:
+            left["through"] -= 1
+            return
+        if left["left"]:
+            left["left"] -= 1
+            if code is None:
+                raise DocumentError("refresh credential: cannot be written")
+            raise ClientError({"Error": {"Code": code, "Message": "refused"}}, "PutSecretValue")
+
+    runtime.store().client.meta.events.register(
+        "provide-client-params.secrets-manager.PutSecretValue", refuse
+    )
+    return left

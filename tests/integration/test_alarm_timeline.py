@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from alarm_timeline import Timeline, alarmed, describe, final_states
-from harness import Stack
+from harness import Stack, refuse_rotation_writes
 from template_model import source
 
 pytestmark = pytest.mark.integration
@@ -25,6 +25,7 @@ DAY = 24 * HOUR
 INTERVALS = source()["Parameters"]["RotationIntervalMinutes"]["AllowedValues"]
 ALL_CLEAR = {
     "AuthorizationRequiredAlarm": "OK",
+    "CredentialLostAlarm": "OK",
     "ServiceTokenExpiringAlarm": "OK",
     "RotationFailingAlarm": "OK",
     "RotatorHeartbeatAlarm": "OK",
@@ -145,6 +146,32 @@ def test_the_reauthorization_warning_fires_once_and_clears_with_the_new_authoriz
     changes = assert_alarmed(
         timeline, {"RefreshFamilyAgingAlarm": 1, "AuthorizationRequiredAlarm": 1}
     )
+    assert final_states(changes) == ALL_CLEAR, describe(changes, timeline.start)
+
+
+def test_a_lost_credential_raises_its_alarm_then_authorization_required_until_bootstrapped(
+    make_timeline: Any,
+) -> None:
+    """Secrets Manager refuses to store a refresh's answer for a whole invocation: the token is
+    lost (one alarm); the retries find the used token refused (the next incident, its own
+    alarm); a bootstrap ends both."""
+    timeline = make_timeline()
+    timeline.bootstrap()
+    timeline.scheduled(18 * HOUR)  # the token is now within the refresh margin
+    # The bootstrap stored a raw access token: let the claim through, refuse what follows.
+    refusing = refuse_rotation_writes("KMSInvalidStateException", times=10**9, after=1)
+    _, error = timeline.invoke("rotator", {})
+    assert type(error).__name__ == "CredentialLostError"
+    refusing["left"] = 0  # the key works again
+    timeline.pause(60)  # Lambda's retries
+    assert timeline.rotator_run() == "reauthorization_required"
+    timeline.pause(timeline.interval - 3 * 60)
+    timeline.scheduled(DAY)
+    changes = assert_alarmed(timeline, {"CredentialLostAlarm": 1, "AuthorizationRequiredAlarm": 1})
+    assert final_states(changes)["CredentialLostAlarm"] == "ALARM"
+    timeline.bootstrap()
+    timeline.scheduled(DAY)
+    changes = assert_alarmed(timeline, {"CredentialLostAlarm": 1, "AuthorizationRequiredAlarm": 1})
     assert final_states(changes) == ALL_CLEAR, describe(changes, timeline.start)
 
 

@@ -314,6 +314,7 @@ def description(alarm: dict[str, Any]) -> str:
 
 PRODUCT_ALARMS = {
     "AuthorizationRequiredAlarm": "AuthorizationRequired",
+    "CredentialLostAlarm": "CredentialLost",
     "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
     "RotationFailingAlarm": "RotationFailed",
     "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",

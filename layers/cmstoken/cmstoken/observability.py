@@ -14,7 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from .clock import Clock
 from .documents import STATUS_ACTIVE, RefreshCredential, ServiceTokenDocument
-from .errors import NotBootstrappedError, ReauthorizationRequiredError
+from .errors import CredentialLostError, NotBootstrappedError, ReauthorizationRequiredError
 from .rotation import OUTCOME_REAUTHORIZATION_REQUIRED, OUTCOME_ROTATED, OUTCOME_SKIPPED, Rotator
 
 logger = Logger()
@@ -51,6 +51,9 @@ def record_run(
       authorize, which no retry can fix);
     - ``AuthorizationRequired``: 1 while a person must authorize, 0 while the credential is
       active, absent when the run failed before it learned which;
+    - ``CredentialLost``: 1 when the run's refresh succeeded but its rotated refresh token could
+      not be stored (``CredentialLostError``), 0 when a rotation stored and published, absent
+      otherwise (the loss is an incident until a rotation or a bootstrap succeeds);
     - the freshness gauges (``record_freshness``), except the service token's expiry while
       authorization is required: that incident is ``AuthorizationRequired``'s alone.
     """
@@ -66,6 +69,9 @@ def record_run(
         or isinstance(error, ReauthorizationRequiredError),
     )
     _count("NotBootstrapped", isinstance(error, NotBootstrappedError))
+    lost = isinstance(error, CredentialLostError)
+    if lost or outcome == OUTCOME_ROTATED:
+        _count("CredentialLost", lost)
     status = _credential_status(rotator)
     required = needs_person or (status is not None and status != STATUS_ACTIVE)
     if required or status is not None:
@@ -88,8 +94,10 @@ def _credential_status(rotator: Rotator | None) -> str | None:
 
 def record_authorized(published: ServiceTokenDocument | None, clock: Clock) -> None:
     """A bootstrap that authorized the stack: authorization is no longer required, and the new
-    token's freshness is known at once (the alarms clear without waiting for a rotator run)."""
+    token's freshness is known at once, and a lost credential is replaced (the alarms clear
+    without waiting for a rotator run)."""
     _count("AuthorizationRequired", False)
+    _count("CredentialLost", False)
     record_freshness(published, None, clock)
 
 

@@ -25,7 +25,6 @@ means another writer won a race (the run starts over); an unchanged one is marke
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -140,10 +139,8 @@ class Rotator:
         owner: str,
         upstream_retry: RetryPolicy | None = None,
         notifier: Notifier | None = None,
-        on_credential_lost: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.on_credential_lost = on_credential_lost
         self.service = service
         self.clock = clock
         self.owner = owner
@@ -349,7 +346,7 @@ class Rotator:
 
         The refresh token exists nowhere else, so every failure of this write (throttling,
         limits, KMS, a document error) is retried until ``LOST_RESERVE_SECONDS`` before the
-        deadline. If it still fails: CRITICAL log, ``on_credential_lost``, lease released,
+        deadline. If it still fails: CRITICAL log, lease released,
         ``CredentialLostError``."""
 
         def merge(document: RefreshSecret) -> RefreshSecret | None:
@@ -380,11 +377,6 @@ class Rotator:
                     "error": type(exc).__name__,
                 },
             )
-            if self.on_credential_lost is not None:
-                try:
-                    self.on_credential_lost()
-                except Exception:  # noqa: BLE001 -- reporting must not hide the loss
-                    logger.warning("could not record the lost credential")
             self._release(claimed, deadline, read_first=True)
             raise CredentialLostError(
                 "the refresh succeeded but its rotated refresh token could not be stored "

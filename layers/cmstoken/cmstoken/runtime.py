@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .clock import SystemClock
 from .http import HttpTransport
 from .notifications import Notifier
-from .observability import metrics, record_upstream_latency
+from .observability import record_upstream_latency
 from .rotation import Rotator
 from .service import ServiceClient
 from .settings import Settings
@@ -48,14 +48,6 @@ def notifier() -> Notifier:
     return Notifier()
 
 
-def credential_lost() -> None:
-    """``CredentialLost`` (Count, 1): this run's refresh succeeded but its rotated refresh token
-    could not be stored. Emitted only by the run that lost it (absent otherwise)."""
-    from aws_lambda_powertools.metrics import MetricUnit
-
-    metrics.add_metric(name="CredentialLost", unit=MetricUnit.Count, value=1)
-
-
 def rotator(owner: str) -> Rotator:
     """A rotator for one invocation (``owner`` names it in leases)."""
     return Rotator(
@@ -65,7 +57,6 @@ def rotator(owner: str) -> Rotator:
         clock=CLOCK,
         owner=owner,
         notifier=notifier(),
-        on_credential_lost=credential_lost,
     )
 
 
