@@ -17,13 +17,14 @@ from cmstoken.errors import (
     CredentialLostError,
     MalformedResponseError,
     ReauthorizationRequiredError,
+    ServerError,
     UpstreamTimeoutError,
     VerificationFailedError,
 )
 from cmstoken.http import HttpTransport, Timeouts
 from cmstoken.redaction import fingerprint
 from cmstoken.service import ServiceClient
-from harness import Stack, refuse_rotation_writes, secret_values
+from harness import REFRESH_SECRET, Stack, refuse_rotation_writes, secret_values
 from support import emitted_metrics, make_jwt
 
 pytestmark = pytest.mark.integration
@@ -402,4 +403,35 @@ def test_the_document_never_holds_a_hostile_time(stack: Stack) -> None:
         stack.secretsmanager.get_secret_value(SecretId="cmstoken/refresh-credential")[
             "SecretString"
         ]
+    )
+
+
+def test_an_assumed_lifetime_is_recorded_as_assumed(stack: Stack) -> None:
+    """No expires_in and an access token that is not a JWT: the lifetime is the conservative
+    default, and the stored raw token says it was assumed."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject(
+        "refresh", "rewrite", drop=["expires_in"], set={"access_token": "opaque-access-token"}
+    )
+    # The service refuses the opaque token (exchange 500); the answer was stored before that.
+    with pytest.raises(ServerError, match="exchange"):
+        stack.invoke("rotator", {})
+    raw = stack.refresh_document().raw_access_token
+    assert raw is not None
+    assert raw.expires_at_assumed
+    assert raw.expires_at - stack.clock.now() == pytest.approx(3600, abs=120)
+    assert len(refreshes_sent(stack)) == 1
+
+
+def test_a_stated_lifetime_is_not_recorded_as_assumed(stack: Stack) -> None:
+    stack.seed()
+    make_due(stack)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    raw = stack.refresh_document().raw_access_token
+    assert raw is not None
+    assert not raw.expires_at_assumed
+    assert (
+        '"expires_at_assumed"'
+        not in stack.secretsmanager.get_secret_value(SecretId=REFRESH_SECRET)["SecretString"]
     )

@@ -234,10 +234,15 @@ class RawAccessToken:
 
     token: str = field(repr=False)
     expires_at: float
+    # True when the identity provider's answer gave no usable lifetime and a default was assumed.
+    expires_at_assumed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under ``raw_access_token``."""
-        return {"token": self.token, "expires_at": to_iso(self.expires_at)}
+        stored: dict[str, Any] = {"token": self.token, "expires_at": to_iso(self.expires_at)}
+        if self.expires_at_assumed:
+            stored["expires_at_assumed"] = True
+        return stored
 
     @classmethod
     def from_dict(cls, document: Any) -> RawAccessToken:
@@ -245,7 +250,11 @@ class RawAccessToken:
         if not isinstance(document, dict):
             raise DocumentError("refresh credential: field 'raw_access_token' must be an object")
         read = _Reader(document, "refresh credential raw access token")
-        return cls(token=read.text("token"), expires_at=read.time("expires_at"))
+        return cls(
+            token=read.text("token"),
+            expires_at=read.time("expires_at"),
+            expires_at_assumed=read.boolean("expires_at_assumed", False),
+        )
 
 
 _CREDENTIAL_KEYS = frozenset(

@@ -286,7 +286,9 @@ class Rotator:
             None
             if answer.access_token is None or answer.problems
             else RawAccessToken(
-                token=answer.access_token, expires_at=answer.access_token_expires_at
+                token=answer.access_token,
+                expires_at=answer.access_token_expires_at,
+                expires_at_assumed=answer.expiry_assumed,
             )
         )
         stored = self._store_rotation(claimed, credential, rotated, new_raw, deadline)
