@@ -73,6 +73,8 @@ RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 IMPORTTIME_RUNS = 3
 SAM_TIMEOUT_SECONDS = 300
 RUN_TIMEOUT_SECONDS = 60
+GET_TOKEN_RUNS = 7
+GET_TOKEN_BUDGET_MS = 200.0
 
 COLD_START_BUDGET = 1.10
 FORBIDDEN_IN_GET_TOKEN = ("boto3", "botocore", "aws_lambda_powertools")
@@ -546,6 +548,56 @@ def measure_cold_starts(report: Report, layout: Layout, emulator: Any, aws_endpo
         )
 
 
+def measure_get_token_refresh(report: Report, emulator: Any) -> None:
+    """``get-token -r -`` as a user runs it (the installed console script) against the
+    emulator: the wall-clock time from spawning it to its exit, median of ``GET_TOKEN_RUNS``
+    runs, each renewing from the refresh token the previous one printed; and, in separate
+    ``-X importtime`` runs, the time spent importing."""
+    command = [str(VENV_BIN / "get-token"), "--base-url", emulator.base_url, "-r", "-"]
+    refresh_token = emulator.issue_tokens()["refresh_token"]
+
+    def renew(extra_env: Mapping[str, str]) -> tuple[float, str]:
+        nonlocal refresh_token
+        started = time.perf_counter()
+        result = subprocess.run(  # noqa: S603 -- our console script
+            command,
+            input=refresh_token + "\n",
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+            env={**os.environ, **extra_env},
+            check=False,
+        )
+        elapsed = time.perf_counter() - started
+        if result.returncode != 0:
+            raise RuntimeError(f"get-token -r exited {result.returncode}")
+        refresh_token = json.loads(result.stdout)["refresh_token"]
+        return elapsed, result.stderr
+
+    renew({})  # warm-up: the page cache, not timed
+    timed = [renew({})[0] * 1000 for _ in range(GET_TOKEN_RUNS)]
+    importing = [
+        importing_ms(renew({"PYTHONPROFILEIMPORTTIME": "1"})[1]) for _ in range(IMPORTTIME_RUNS)
+    ]
+    median = statistics.median(timed)
+    report.add(
+        f"get-token -r against the emulator (median of {GET_TOKEN_RUNS})",
+        f"{median:.0f} ms (importing: {statistics.median(importing):.0f} ms, -X importtime)",
+        f"<= {GET_TOKEN_BUDGET_MS:.0f} ms",
+        median <= GET_TOKEN_BUDGET_MS,
+    )
+
+
+def importing_ms(stderr: str) -> float:
+    """The total of the self times that ``-X importtime`` printed, in milliseconds."""
+    total = 0
+    for line in stderr.splitlines():
+        if line.startswith("import time:"):
+            field = line.split("|")[0].split(":")[1].strip()
+            total += int(field) if field.isdigit() else 0
+    return total / 1000
+
+
 def cached(source: str) -> str:
     """The bytecode path CPython 3.13 uses for ``source``."""
     path = Path(source)
@@ -801,6 +853,10 @@ def main() -> int:
                 measure_cold_starts(report, layout, emulator, aws_endpoint)
             except Exception as exc:  # noqa: BLE001
                 report.error("cold starts", f"{type(exc).__name__}: {exc}")
+            try:
+                measure_get_token_refresh(report, emulator)
+            except Exception as exc:  # noqa: BLE001
+                report.error("get-token -r", f"{type(exc).__name__}: {exc}")
 
         try:
             measure_calls(report, cold_starts)
