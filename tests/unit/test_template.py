@@ -401,16 +401,30 @@ def test_the_email_subscription_is_optional(resources: dict[str, Any]) -> None:
     assert subscription["Properties"]["TopicArn"] == {"Ref": "AlarmTopic"}
 
 
-def test_the_dashboard_shows_token_freshness(resources: dict[str, Any]) -> None:
-    body = resources["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
-    for metric in (
-        "RefreshFamilyAgeSeconds",
-        "SecondsUntilReauthorization",
-        "RotationFailed",
-        "ApproximateNumberOfMessagesVisible",  # the dead letter queue's depth
-    ):
-        assert metric in body
-    assert "${ExpiryAlarm}" in body
+def test_the_dashboard_shows_every_metric_the_functions_emit() -> None:
+    """Each metric observability.py emits is on the dashboard, as a widget's metric or as the
+    metric of an alarm a widget annotates; so is the dead letter queue's depth."""
+    import json
+    from pathlib import Path
+
+    import cmstoken.observability
+
+    code = Path(cmstoken.observability.__file__).read_text()
+    emitted = set(re.findall(r'(?:_count\(|name=|\()"([A-Z][A-Za-z]+)"', code))
+    assert {"RotationFailed", "CredentialLost", "ServiceTokenSecondsToExpiry"} <= emitted
+    resolver = Resolver(parameter_values())
+    resources = transformed()["Resources"]
+    body = json.loads(resolver.resolve(resources["Dashboard"]["Properties"]["DashboardBody"]))
+    shown: set[str] = set()
+    for widget in body["widgets"]:
+        properties = widget["properties"]
+        for metric in properties.get("metrics", []):
+            shown.update(item for item in metric[:2] if isinstance(item, str))
+        for alarm in properties.get("annotations", {}).get("alarms", []):
+            logical_id = alarm.strip("<>").removesuffix(".Arn")
+            shown.add(resources[logical_id]["Properties"]["MetricName"])
+    assert emitted <= shown, sorted(emitted - shown)
+    assert "ApproximateNumberOfMessagesVisible" in shown
 
 
 def test_functions_may_put_events_on_the_default_bus_only(resources: dict[str, Any]) -> None:
