@@ -1,22 +1,39 @@
-"""The README's consumer recipes, run or checked against a local stack so that they stay true."""
+"""The README's consumer recipes, run or checked against a local stack so that they stay true.
+
+Every recipe is read from README.md itself (the code block after ``<!-- recipe: NAME -->``):
+the shell recipes run against moto's server and the emulator, the External Secrets manifests
+are validated against the CRDs of the ESO version the README names (vendored under
+``tests/data/external-secrets``), the Terraform recipe is formatted as ``terraform fmt`` wants,
+and the ECS task definitions are JSON with the documented ``valueFrom`` syntax.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import shutil
 import subprocess
+import time
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+import boto3
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+import template_model
 from harness import SERVICE_SECRET, Stack
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CRDS = ROOT / "tests" / "data" / "external-secrets"
+ESO_VERSION = "v2.9.0"  # the CRDs vendored under tests/data/external-secrets
 
 
 def recipe(name: str) -> str:
@@ -34,66 +51,472 @@ def tool_works(*command: str) -> bool:
     return subprocess.run(command, capture_output=True, check=False).returncode == 0
 
 
-@pytest.mark.skipif(
-    not (tool_works("aws", "--version") and tool_works("jq", "--version")),
-    reason="needs the AWS CLI and jq on PATH",
+def curl_version() -> tuple[int, ...]:
+    if not tool_works("curl", "--version"):
+        return (0,)
+    first = subprocess.run(
+        ["curl", "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    return tuple(int(part) for part in first[1].split(".")[:2])
+
+
+SHELL_TOOLS = pytest.mark.skipif(
+    not (tool_works("aws", "--version") and tool_works("jq", "--version"))
+    or curl_version() < (7, 76),
+    reason="needs the AWS CLI, jq and curl 7.76 or later (--fail-with-body) on PATH",
 )
-def test_the_aws_cli_recipe_lists_projects(server_stack: Stack) -> None:
+
+
+def template_default(name: str) -> int:
+    return int(template_model.source()["Parameters"][name]["Default"])
+
+
+def published_document(stack: Stack) -> dict[str, Any]:
+    text = stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+# --- AWS CLI, jq and curl -------------------------------------------------------------------
+
+
+@pytest.fixture
+def logged_tools(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A PATH on which curl, jq and aws log their arguments (what ``ps`` shows) before running
+    the real program."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    log = tmp_path / "argv.log"
+    for tool in ("curl", "jq", "aws"):
+        real = shutil.which(tool)
+        assert real is not None
+        shim = shims / tool
+        shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "{tool} $*" >> "{log}"\nexec "{real}" "$@"\n')
+        shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}, log
+
+
+def run_shell(script: str, env: dict[str, str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        **kwargs,
+    )
+
+
+@SHELL_TOOLS
+def test_the_aws_cli_recipe_lists_projects_without_the_token_on_a_command_line(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    env, log = logged_tools
     server_stack.seed()
     arn = server_stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", recipe("aws-cli")],
-        env={**os.environ, "SECRET_ARN": arn},
+    result = run_shell(recipe("aws-cli"), {**env, "SECRET_ARN": arn})
+    assert result.returncode == 0, result.stderr
+    projects = json.loads(result.stdout)["data"]
+    assert projects[0]["projectId"].startswith("prj_")
+    # one read of the secret, and the token in no program's arguments
+    argv = log.read_text()
+    assert argv.count("get-secret-value") == 1
+    assert "curl " in argv
+    assert server_stack.service_document().token not in argv
+    assert server_stack.emulator.counts["projects"] == 1
+
+
+@SHELL_TOOLS
+@pytest.mark.parametrize("field", ["token", "api_url"])
+def test_the_aws_cli_recipe_fails_on_a_missing_field_without_calling_the_api(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path], field: str
+) -> None:
+    env, _ = logged_tools
+    server_stack.seed()
+    document = published_document(server_stack)
+    document[field] = None
+    server_stack.secretsmanager.put_secret_value(
+        SecretId=SERVICE_SECRET, SecretString=json.dumps(document)
+    )
+    arn = server_stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    result = run_shell(recipe("aws-cli"), {**env, "SECRET_ARN": arn})
+    assert result.returncode != 0
+    assert server_stack.emulator.counts["projects"] == 0
+    assert "null" not in result.stdout
+
+
+@SHELL_TOOLS
+def test_the_aws_cli_recipe_shows_the_apis_error_body_and_fails(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    env, _ = logged_tools
+    server_stack.seed()
+    server_stack.emulator.inject("projects", "status", status=500, description="broken backend")
+    arn = server_stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    result = run_shell(recipe("aws-cli"), {**env, "SECRET_ARN": arn})
+    assert result.returncode == 22, result.stderr  # curl's "HTTP error"
+    error = json.loads(result.stdout)["error"]
+    assert error["status"] == 500
+    assert "500" in result.stderr
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_token(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    """The recipe's event matches the stack's rule (delivered here to a queue, as EventBridge
+    would to the rotator), is sent only once the debounce interval has passed, and the recipe
+    returns once the rotator has published a new token."""
+    env, _ = logged_tools
+    stack = server_stack
+    stack.seed()
+    # the rule as the template writes it, in this (moto's) account, targeting a queue
+    rule = template_model.source()["Resources"]["RefreshRequestedRule"]["Properties"]
+    pattern = copy.deepcopy(rule["EventPattern"])
+    pattern["account"] = ["123456789012"]
+    sqs = boto3.client("sqs")
+    events = boto3.client("events")
+    queue = sqs.create_queue(QueueName="rotator-stand-in")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="refresh-requested", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "rotator", "Arn": queue_arn}])
+
+    # the published token was refreshed (by this machine's clock) 597 s ago: 3 s to wait
+    document = published_document(stack)
+    before = time.time() - 597
+    document["refreshed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(before))
+    stack.secretsmanager.put_secret_value(
+        SecretId=SERVICE_SECRET, SecretString=json.dumps(document)
+    )
+    arn = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        ["bash", "-c", recipe("refresh-request")],
+        env={**env, "SECRET_ARN": arn},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        messages: list[Any] = []
+        while not messages and time.monotonic() - started < 30:
+            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+        assert messages, "no refresh request reached the rule's target"
+        assert time.monotonic() - started >= 2, "the request did not wait out the debounce"
+        event = json.loads(messages[0]["Body"])
+        assert event["source"] == "cmstoken.consumer"
+        assert event["detail-type"] == "Service Token Refresh Requested"
+        # the rotator's own debounce (the emulator's clock): past it, the event forces a refresh
+        stack.emulator.advance(template_default("MinRefreshIntervalSeconds") + 1)
+        old_token = stack.service_document().token
+        assert stack.invoke("rotator", event)["outcome"] == "rotated"
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert stack.service_document().token != old_token
+    assert stack.published_token_works()
+
+
+# --- ECS ------------------------------------------------------------------------------------
+
+# SECRET_ARN:json-key:version-stage:version-id, the secret's full ARN (with its 6-character
+# suffix) first; stage and id empty for AWSCURRENT.
+VALUE_FROM = re.compile(
+    r"^(?P<arn>arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:(?P<name>[\w/+=.@-]+)"
+    r"-[A-Za-z0-9]{6}):(?P<key>[^:]+):(?P<stage>[^:]*):(?P<version>[^:]*)$"
+)
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+
+
+def test_the_recommended_ecs_task_reads_the_secret_through_its_task_role(stack: Stack) -> None:
+    stack.seed()
+    definition = json.loads(recipe("ecs"))
+    assert ROLE_ARN.match(definition["taskRoleArn"])
+    (container,) = definition["containerDefinitions"]
+    assert "secrets" not in container  # nothing injected: the token is read at run time
+    environment = {item["name"]: item["value"] for item in container["environment"]}
+    arn = environment["CMS_TOKEN_SECRET_ARN"]  # the Python helper's variable in the README
+    assert "CMS_TOKEN_SECRET_ARN" in recipe_python_helper()
+    assert SECRET_ARN.match(arn)
+    assert VALUE_FROM.match(f"{arn}:token::")
+    assert arn.split(":secret:")[1].rsplit("-", 1)[0] == SERVICE_SECRET
+
+
+def recipe_python_helper() -> str:
+    found = re.search(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert found
+    return found.group(1)
+
+
+def test_the_injecting_ecs_task_names_existing_json_keys_in_the_documented_syntax(
+    stack: Stack,
+) -> None:
+    stack.seed()
+    definition = json.loads(recipe("ecs-secrets"))
+    assert ROLE_ARN.match(definition["executionRoleArn"])  # ECS resolves `secrets` with it
+    (container,) = definition["containerDefinitions"]
+    document = published_document(stack)
+    real_arn = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    names = set()
+    for secret in container["secrets"]:
+        match = VALUE_FROM.match(secret["valueFrom"])
+        assert match, secret["valueFrom"]
+        assert (match["stage"], match["version"]) == ("", "")  # AWSCURRENT
+        assert match["name"] == SERVICE_SECRET
+        assert isinstance(document[match["key"]], str)
+        names.add(secret["name"])
+        # what ECS does: the secret by its full ARN, then the JSON key
+        resolved = json.loads(
+            stack.secretsmanager.get_secret_value(SecretId=real_arn)["SecretString"]
+        )[match["key"]]
+        assert resolved == document[match["key"]]
+    assert names == {"CMS_TOKEN", "CMS_API_URL"}
+
+
+def test_the_ecs_text_states_the_injected_tokens_lifetime_from_the_template_defaults() -> None:
+    least = template_default("RefreshMarginSeconds") - 60 * template_default(
+        "RotationIntervalMinutes"
+    )
+    text = " ".join(README.read_text().split())
+    assert f"between about {least // 3600} h" in text
+    assert "task execution role" in text
+    assert "Fargate platform version 1.4.0 or later" in text
+    assert "container agent 1.37.0 or later" in text
+
+
+# --- External Secrets Operator --------------------------------------------------------------
+
+
+@cache
+def crd(kind: str) -> dict[str, Any]:
+    plural = {"ExternalSecret": "externalsecrets", "SecretStore": "secretstores"}[kind]
+    text = (CRDS / f"external-secrets.io_{plural}.yaml").read_text()
+    document: dict[str, Any] = yaml.safe_load(text)
+    assert document["spec"]["names"]["kind"] == kind
+    return document
+
+
+def closed(schema: Any) -> Any:
+    """The schema with unknown fields refused wherever the API server would drop them (strict
+    field validation, kubectl's default): objects with ``properties`` and neither
+    ``additionalProperties`` nor ``x-kubernetes-preserve-unknown-fields``."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: closed(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        result["additionalProperties"] = False
+    return result
+
+
+def validate(manifest: dict[str, Any]) -> None:
+    """Validate like the API server with the vendored CRDs: the version must be served, and
+    the object must match that version's schema."""
+    group, version = manifest["apiVersion"].split("/")
+    definition = crd(manifest["kind"])
+    assert definition["spec"]["group"] == group
+    versions = {entry["name"]: entry for entry in definition["spec"]["versions"]}
+    assert versions[version]["served"], f"{manifest['apiVersion']} is not served"
+    schema = closed(versions[version]["schema"]["openAPIV3Schema"])
+    jsonschema.validate(manifest, schema, cls=jsonschema.Draft7Validator)
+
+
+def manifests(name: str) -> dict[str, dict[str, Any]]:
+    documents = [doc for doc in yaml.safe_load_all(recipe(name)) if doc]
+    by_kind = {doc["kind"]: doc for doc in documents}
+    assert len(by_kind) == len(documents)
+    return by_kind
+
+
+def go_duration_seconds(text: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    assert parts, f"not a Go duration: {text}"
+    assert "".join(n + u for n, u in parts) == text, f"not a Go duration: {text}"
+    return sum(float(number) * units[unit] for number, unit in parts)
+
+
+def test_the_vendored_crds_are_the_named_version_and_no_longer_serve_v1beta1() -> None:
+    assert f"ESO v{ESO_VERSION[1:]}" in README.read_text()
+    notes = (CRDS / "README.md").read_text()
+    assert f"tag `{ESO_VERSION}`" in notes
+    assert "Apache License" in (CRDS / "LICENSE").read_text()
+    for kind in ("ExternalSecret", "SecretStore"):
+        served = {v["name"]: v["served"] for v in crd(kind)["spec"]["versions"]}
+        assert served == {"v1": True, "v1beta1": False}
+
+
+def test_the_external_secrets_manifests_validate_against_the_crds(stack: Stack) -> None:
+    stack.seed()
+    found = manifests("external-secrets")
+    assert set(found) == {"ServiceAccount", "SecretStore", "ExternalSecret"}
+    account, store = found["ServiceAccount"], found["SecretStore"]
+    external = found["ExternalSecret"]
+    for manifest in (store, external):
+        assert manifest["apiVersion"] == "external-secrets.io/v1"
+        validate(manifest)
+    namespace = account["metadata"]["namespace"]
+    assert store["metadata"]["namespace"] == external["metadata"]["namespace"] == namespace
+
+    # the store: Secrets Manager in a region, as the IRSA service account
+    assert account["apiVersion"] == "v1"
+    assert ROLE_ARN.match(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"])
+    aws = store["spec"]["provider"]["aws"]
+    assert aws["service"] == "SecretsManager"
+    assert re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", aws["region"])
+    assert aws["auth"]["jwt"]["serviceAccountRef"]["name"] == account["metadata"]["name"]
+
+    # the external secret: the store, the published document's fields, a safe interval
+    spec = external["spec"]
+    assert spec["secretStoreRef"] == {"kind": "SecretStore", "name": store["metadata"]["name"]}
+    document = published_document(stack)
+    for entry in spec["data"]:
+        assert entry["remoteRef"]["key"] == SERVICE_SECRET
+        assert isinstance(document[entry["remoteRef"]["property"]], str)
+    assert {entry["secretKey"] for entry in spec["data"]} >= {"token"}
+    assert spec.get("refreshPolicy", "Periodic") == "Periodic"
+    limit = template_default("RefreshMarginSeconds") - 60 * template_default(
+        "RotationIntervalMinutes"
+    )
+    assert 0 < go_duration_seconds(spec["refreshInterval"]) < limit
+
+
+def test_the_pod_identity_store_validates_and_assumes_the_reader_role() -> None:
+    store = manifests("external-secrets-pod-identity")["SecretStore"]
+    validate(store)
+    aws = store["spec"]["provider"]["aws"]
+    assert aws["service"] == "SecretsManager"
+    assert "auth" not in aws  # the controller's Pod Identity credentials
+    assert ROLE_ARN.match(aws["role"])
+
+
+def test_the_pod_mounts_the_synced_secret_as_a_volume_without_sub_path() -> None:
+    pod = manifests("external-secrets-pod")["Pod"]
+    target = manifests("external-secrets")["ExternalSecret"]["spec"]["target"]["name"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    (container,) = pod["spec"]["containers"]
+    assert "env" not in container
+    assert "envFrom" not in container
+    (mount,) = container["volumeMounts"]
+    assert "subPath" not in mount
+    assert "subPathExpr" not in mount
+    assert volumes[mount["name"]]["secret"]["secretName"] == target
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (lambda m: m.update(apiVersion="external-secrets.io/v1beta1"), "not served"),
+        (lambda m: m["spec"]["provider"]["aws"].update(service="SecretManager"), "is not one of"),
+        (lambda m: m["spec"]["provider"]["aws"].update(regoin="eu-west-1"), "regoin"),
+    ],
+)
+def test_the_validation_refuses_what_the_api_server_refuses(change: Any, error: str) -> None:
+    store = copy.deepcopy(manifests("external-secrets")["SecretStore"])
+    change(store)
+    with pytest.raises((AssertionError, jsonschema.ValidationError), match=error):
+        validate(store)
+
+
+def test_the_kubernetes_text_states_the_refresh_interval_rule() -> None:
+    text = " ".join(README.read_text().split())
+    assert (
+        "`refreshInterval` must be shorter than `RefreshMarginSeconds` minus the schedule "
+        "period (`RotationIntervalMinutes`)"
+    ) in text
+    least = template_default("RefreshMarginSeconds") - 60 * template_default(
+        "RotationIntervalMinutes"
+    )
+    assert f"under {least // 3600} h with the defaults" in text
+    assert "never see a refresh" in text
+    assert "without `subPath`" in text
+
+
+# --- Terraform ------------------------------------------------------------------------------
+
+TERRAFORM = pytest.mark.skipif(
+    not tool_works("terraform", "version"), reason="needs terraform on PATH"
+)
+
+
+def test_the_terraform_recipe_reads_the_token_ephemerally_and_names_its_providers(
+    stack: Stack,
+) -> None:
+    stack.seed()
+    snippet = recipe("terraform")
+    document = published_document(stack)
+    fields = re.findall(r"local\.cms\.(\w+)", snippet)
+    assert set(fields) == {"token", "api_url"}
+    for field in fields:
+        assert isinstance(document[field], str)
+    # never the data source: it writes the token into the state and saved plans
+    assert 'ephemeral "aws_secretsmanager_secret_version" "cms"' in snippet
+    assert 'data "aws_secretsmanager_secret_version"' not in snippet
+    assert re.search(r'required_version = ">= 1\.10"', snippet)
+    providers = dict(re.findall(r'(\w+) = \{\s*source\s*= "([^"]+)"', snippet))
+    assert providers == {"aws": "hashicorp/aws", "restapi": "Mastercard/restapi"}
+    assert re.search(r'source  = "hashicorp/aws"\s*version = ">= 5\.77"', snippet)
+    used = set(re.findall(r'^(?:provider|resource) "(\w+?)(?:_\w+)?"', snippet, re.M))
+    assert used <= set(providers) | {"aws"}
+    outputs = re.findall(r'^output "\w+" \{(.*?)^\}', snippet, re.M | re.S)
+    assert outputs
+    for body in outputs:
+        assert re.search(r"^\s*sensitive = true$", body, re.M)
+
+
+@TERRAFORM
+def test_the_terraform_recipe_is_formatted() -> None:
+    formatted = subprocess.run(
+        ["terraform", "fmt", "-check", "-diff", "-"],
+        input=recipe("terraform"),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    projects = json.loads(result.stdout)["data"]
-    assert projects[0]["projectId"].startswith("prj_")
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
 
 
-def test_the_ecs_recipe_names_an_existing_json_key(stack: Stack) -> None:
-    stack.seed()
-    definition = json.loads(recipe("ecs"))
-    (secret,) = definition["containerDefinitions"][0]["secrets"]
-    arn, key, stage, version = secret["valueFrom"].rsplit(":", 3)
-    assert arn.startswith("arn:aws:secretsmanager:")
-    assert (stage, version) == ("", "")
-    document = json.loads(
-        stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
-    )
-    assert isinstance(document[key], str)
-
-
-def test_the_external_secrets_recipe_reads_the_token_property(stack: Stack) -> None:
-    stack.seed()
-    manifest = yaml.safe_load(recipe("external-secrets"))
-    assert manifest["kind"] == "ExternalSecret"
-    (entry,) = manifest["spec"]["data"]
-    document = json.loads(
-        stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
-    )
-    assert isinstance(document[entry["remoteRef"]["property"]], str)
-    assert manifest["spec"]["refreshInterval"] == "1h"
-
-
-def test_the_terraform_recipe_is_well_formed_and_uses_existing_fields(stack: Stack) -> None:
-    stack.seed()
-    snippet = recipe("terraform")
-    document = json.loads(
-        stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
-    )
-    for field in re.findall(r"local\.cms\.(\w+)", snippet):
-        assert field in document
-    if tool_works("terraform", "version"):
-        formatted = subprocess.run(
-            ["terraform", "fmt", "-check", "-"],
-            input=snippet,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+@TERRAFORM
+def test_the_terraform_recipe_validates(tmp_path: Path) -> None:
+    """``terraform validate`` needs the providers installed; the Terraform registry is not
+    reachable from where these tests run, so this runs only with a local provider mirror
+    (``terraform providers mirror DIR`` on a connected machine, then
+    ``CMSTOKEN_TERRAFORM_PLUGIN_DIR=DIR``)."""
+    plugins = os.environ.get("CMSTOKEN_TERRAFORM_PLUGIN_DIR")
+    if not plugins:
+        pytest.skip(
+            "terraform validate needs the hashicorp/aws and Mastercard/restapi providers, "
+            "which cannot be downloaded here (no access to the Terraform registry); set "
+            "CMSTOKEN_TERRAFORM_PLUGIN_DIR to a provider mirror to run it"
         )
-        assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    (tmp_path / "main.tf").write_text(recipe("terraform"))
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    for command in (
+        ["terraform", "init", "-backend=false", "-input=false", f"-plugin-dir={plugins}"],
+        ["terraform", "validate", "-no-color"],
+    ):
+        result = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_terraform_text_explains_a_refresh_between_two_applies() -> None:
+    text = " ".join(README.read_text().split())
+    assert "split into two applies" in text
+    assert "`MinRefreshIntervalSeconds` (600 s)" in text
+    assert template_default("MinRefreshIntervalSeconds") == 600
+    assert "MIN_REFRESH_INTERVAL_SECONDS:-600" in recipe("refresh-request")
