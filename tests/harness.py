@@ -85,6 +85,7 @@ class Stack:
             issued_at=now,
             refreshed_at=now,
             reauthorize_by=credential.reauthorize_by,
+            min_refresh_interval_seconds=settings.min_refresh_interval_seconds,
         )
         store.write(
             SERVICE_SECRET, document.to_json(), replacing=store.read(SERVICE_SECRET).version_id

@@ -182,9 +182,9 @@ def test_two_refusals_in_a_row_send_one_request(setup: Consumer) -> None:
     setup.deliver_in(5)
     new = provider.refused(old)
     assert new == setup.published() != old
-    with pytest.raises(ConsumerError, match="not asking again") as caught:
+    with pytest.raises(ConsumerError, match="skips forced refreshes within 600 s") as caught:
         provider.refused(new)
-    assert caught.value.reason == consumer.STILL_REFUSED
+    assert caught.value.reason == consumer.REFRESH_DEBOUNCED
     assert len(setup.delivered) == 1
     assert setup.receive() == []
 
@@ -239,17 +239,21 @@ def test_no_token_in_logs_events_or_messages(
     provider = setup.provider(refresh_wait_seconds=20)
     messages = []
     old = provider.token()
-    stack.emulator.inject("projects", "status", status=403)
+    stack.emulator.inject("projects", "status", status=401)
     setup.deliver_in(5)
     assert list_projects(provider).status_code == 200
     new = provider.token()
     assert new != old
-    other = setup.provider(refresh_wait_seconds=10)
-    for refuse in (provider.refused, other.refused):  # refused again; refresh never comes
-        with pytest.raises(ConsumerError) as caught:
-            refuse(new)
-        messages.append(str(caught.value))
-    assert "not asking again" in messages[0]
+    stack.emulator.inject("projects", "status", status=403)
+    assert list_projects(provider).status_code == 403
+    with pytest.raises(ConsumerError) as caught:
+        provider.refused(new)  # refused again at once: the rotator would skip the request
+    messages.append(str(caught.value))
+    stack.emulator.advance(600)
+    with pytest.raises(ConsumerError) as caught:
+        setup.provider(refresh_wait_seconds=10).refused(new)  # the refresh never comes
+    messages.append(str(caught.value))
+    assert "no refresh can replace it before" in messages[0]
     assert "no new one was published within 10 s" in messages[1]
     assert caplog.records
     logged = caplog.text + "\n".join(

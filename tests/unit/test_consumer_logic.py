@@ -70,15 +70,20 @@ class Aws:
         *,
         expires_in: float = DAY,
         status: str = "active",
+        refreshed_ago: float | None = 3600,
+        interval: int | None = 600,
     ) -> ServiceTokenDocument:
+        """Publish ``token``; by default refreshed an hour ago, so a refresh request can work
+        (the stack's minimum interval is 600 s)."""
         now = self.clock.now()
         document = ServiceTokenDocument(
             token=token,
             expires_at=now + expires_in,
             api_url=API_URL,
             issued_at=now,
-            refreshed_at=now,
+            refreshed_at=None if refreshed_ago is None else now - refreshed_ago,
             credential_status=status,
+            min_refresh_interval_seconds=interval,
         )
         self.secrets.put_secret_value(SecretId=SECRET, SecretString=document.to_json())
         return document
@@ -297,40 +302,56 @@ def test_no_new_token_within_the_wait_is_a_bounded_clear_error(
     assert_no_token(logged_text(logs))
 
 
-def test_requests_are_debounced_per_provider(aws: Aws) -> None:
-    aws.publish(TOKEN_A)
-    provider = aws.provider(request_debounce_seconds=300, refresh_wait_seconds=60)
-    with pytest.raises(ConsumerError, match="no new one"):
+def test_a_token_refreshed_within_the_stacks_interval_is_debounced_at_once(aws: Aws) -> None:
+    aws.publish(TOKEN_A, refreshed_ago=100, interval=900)
+    provider = aws.provider(min_refresh_interval_seconds=60)  # the document's 900 s wins
+    with pytest.raises(ConsumerError, match="skips forced refreshes within 900 s") as caught:
         provider.refused(TOKEN_A)
-    # Still unanswered: the second refusal sends nothing and waits for the first request.
-    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert caught.value.reason == consumer.REFRESH_DEBOUNCED
+    assert caught.value.retry_at == aws.clock.now() + 800
+    assert aws.sent_events == []
+    assert aws.clock.sleeps == [], "said at once, no wait"
+    assert provider.new_resource() == TOKEN_A
+    assert aws.sent_events == []
+    assert aws.clock.sleeps == []
+    aws.clock.advance(800)
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B, refreshed_ago=0, interval=900))
     assert provider.refused(TOKEN_A) == TOKEN_B
     assert len(aws.sent_events) == 1
-    # Answered, and the new token is refused too: fail at once, no request, no wait.
+
+
+def test_a_document_without_the_interval_uses_the_providers(aws: Aws) -> None:
+    aws.publish(TOKEN_A, refreshed_ago=100, interval=None)
+    with pytest.raises(ConsumerError) as caught:
+        aws.provider().refused(TOKEN_A)
+    assert caught.value.reason == consumer.REFRESH_DEBOUNCED
+    assert "within 600 s" in str(caught.value), "the SPEC default"
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    assert aws.provider(min_refresh_interval_seconds=60).refused(TOKEN_A) == TOKEN_B
+    aws.publish(TOKEN_C, refreshed_ago=None, interval=None)  # no refreshed_at: not debounced
+    aws.clock.at(5, lambda: aws.publish(TOKEN_A))
+    assert aws.provider().refused(TOKEN_C) == TOKEN_A
+
+
+def test_a_request_that_brought_nothing_is_not_repeated_within_the_interval(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(refresh_wait_seconds=60)
+    with pytest.raises(ConsumerError, match="no new one") as timeout:
+        provider.refused(TOKEN_A)
+    assert timeout.value.reason == consumer.REFRESH_TIMEOUT
+    assert timeout.value.retry_at == aws.clock.now() - 60 + 600
+    # Refused again: no second request and no second wait until the interval has passed.
     sleeps = len(aws.clock.sleeps)
-    with pytest.raises(ConsumerError, match="not asking again within 300 s") as caught:
-        provider.refused(TOKEN_B)
+    with pytest.raises(ConsumerError, match="not asking again before") as caught:
+        provider.refused(TOKEN_A)
     assert caught.value.reason == consumer.STILL_REFUSED
+    assert provider.new_resource() == TOKEN_A
     assert len(aws.sent_events) == 1
     assert len(aws.clock.sleeps) == sleeps
-    # After the debounce interval a new request goes out.
-    aws.clock.advance(300)
-    aws.clock.at(5, lambda: aws.publish(TOKEN_C))
-    assert provider.refused(TOKEN_B) == TOKEN_C
-    assert [d["token_fingerprint"] for d in aws.details()] == [
-        fingerprint(TOKEN_A),
-        fingerprint(TOKEN_B),
-    ]
-
-
-def test_two_refusals_in_a_row_send_one_request(aws: Aws) -> None:
-    aws.publish(TOKEN_A)
-    provider = aws.provider()
-    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    aws.clock.advance(540)
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B, refreshed_ago=0))
     assert provider.refused(TOKEN_A) == TOKEN_B
-    with pytest.raises(ConsumerError):
-        provider.refused(TOKEN_B)
-    assert len(aws.sent_events) == 1
+    assert [d["token_fingerprint"] for d in aws.details()] == [fingerprint(TOKEN_A)] * 2
 
 
 def test_a_failed_request_is_a_clear_error_and_is_not_debounced(aws: Aws) -> None:
@@ -355,10 +376,10 @@ def test_a_failed_request_is_a_clear_error_and_is_not_debounced(aws: Aws) -> Non
 def test_new_resource_requests_a_refresh_and_returns_the_rotated_token(aws: Aws) -> None:
     aws.publish(TOKEN_A)
     provider = aws.provider()
-    aws.clock.at(5, lambda: aws.publish(TOKEN_B))
+    aws.clock.at(5, lambda: aws.publish(TOKEN_B, refreshed_ago=0))
     assert provider.new_resource() == TOKEN_B
     assert [d["reason"] for d in aws.details()] == ["new_resource"]
-    # Within the debounce interval, and answered: the current token, at once.
+    # Refreshed within the stack's interval: the current token, at once.
     assert provider.new_resource() == TOKEN_B
     assert len(aws.sent_events) == 1
     assert aws.clock.sleeps == [5]
@@ -398,11 +419,14 @@ class ScriptedAdapter(HTTPAdapter):
 
 
 class StubProvider(ServiceTokenProvider):
-    """Serves TOKEN_A and replaces it with TOKEN_B when refused."""
+    """Serves TOKEN_A and replaces it with TOKEN_B when refused (401), or after a 403 when
+    ``published`` (the token the secret holds now) is another one."""
 
-    def __init__(self) -> None:
+    def __init__(self, published: str = TOKEN_B) -> None:
         super().__init__(SECRET)
+        self.published = published
         self.refusals: list[str] = []
+        self.forbidden: list[str] = []
 
     def token(self) -> str:
         return TOKEN_A
@@ -410,6 +434,10 @@ class StubProvider(ServiceTokenProvider):
     def refused(self, token: str) -> str:
         self.refusals.append(token)
         return TOKEN_B
+
+    def replacement(self, token: str) -> str | None:
+        self.forbidden.append(token)
+        return None if self.published == token else self.published
 
 
 def session_with(statuses: list[int]) -> tuple[requests.Session, ScriptedAdapter]:
@@ -433,9 +461,41 @@ def test_auth_retries_once_with_the_new_token(status: int) -> None:
     answer = session.post(f"{API_URL}/v3/projects", json={"a": 1}, auth=ServiceTokenAuth(provider))
     assert answer.status_code == 200
     assert adapter.bearers == [TOKEN_A, TOKEN_B]
-    assert provider.refusals == [TOKEN_A]
+    assert (provider.refusals, provider.forbidden) == (
+        ([TOKEN_A], []) if status == 401 else ([], [TOKEN_A])
+    )
     assert [r.status_code for r in answer.history] == [status]
     assert answer.request.body == b'{"a": 1}'
+
+
+def test_auth_returns_a_403_as_it_is_when_the_token_did_not_change() -> None:
+    provider = StubProvider(published=TOKEN_A)
+    session, adapter = session_with([403])
+    answer = session.get(f"{API_URL}/v3/projects", auth=ServiceTokenAuth(provider))
+    assert answer.status_code == 403
+    assert answer.history == []
+    assert adapter.bearers == [TOKEN_A]
+    assert provider.forbidden == [TOKEN_A]
+    assert provider.refusals == [], "a 403 never requests a refresh"
+
+
+def test_a_403_rereads_at_most_every_few_seconds_and_never_requests(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    assert provider.token() == TOKEN_A
+    assert provider.replacement(TOKEN_A) is None, "read just now: no second read yet"
+    assert aws.calls["GetSecretValue"] == 1
+    aws.clock.advance(consumer.FORBIDDEN_RECHECK_SECONDS)
+    assert provider.replacement(TOKEN_A) is None
+    assert aws.calls["GetSecretValue"] == 2
+    aws.publish(TOKEN_B)
+    aws.clock.advance(consumer.FORBIDDEN_RECHECK_SECONDS)
+    assert provider.replacement(TOKEN_A) == TOKEN_B
+    assert provider.token() == TOKEN_B
+    assert provider.replacement(TOKEN_A) == TOKEN_B, "the cache already holds another one"
+    assert aws.calls["GetSecretValue"] == 3
+    assert aws.sent_events == []
+    assert aws.clock.sleeps == []
 
 
 def test_auth_never_loops() -> None:
@@ -485,7 +545,7 @@ def test_clients_are_created_on_first_use(aws: Aws) -> None:
     [
         {"min_validity_seconds": -1},
         {"refresh_wait_seconds": -1},
-        {"request_debounce_seconds": -1},
+        {"min_refresh_interval_seconds": -1},
         {"poll_interval_seconds": 0},
     ],
 )

@@ -197,6 +197,10 @@ def test_service_token_document_round_trips() -> None:
         ({"api_url": ""}, "api_url"),
         ({"credential_status": "paused"}, "credential_status"),
         ({"refreshed_at": "noon"}, "refreshed_at"),
+        ({"min_refresh_interval_seconds": "600"}, "min_refresh_interval_seconds"),
+        ({"min_refresh_interval_seconds": 1.5}, "min_refresh_interval_seconds"),
+        ({"min_refresh_interval_seconds": True}, "min_refresh_interval_seconds"),
+        ({"min_refresh_interval_seconds": -1}, "min_refresh_interval_seconds"),
     ],
 )
 def test_service_token_document_parsing_is_strict(change: dict[str, object], problem: str) -> None:
@@ -212,6 +216,28 @@ def test_service_token_document_parsing_is_strict(change: dict[str, object], pro
     with pytest.raises(DocumentError, match=problem) as info:
         ServiceTokenDocument.from_json(json.dumps(document))
     assert SERVICE_TOKEN not in str(info.value)
+
+
+def test_the_stacks_minimum_refresh_interval_is_published_and_optional() -> None:
+    document = ServiceTokenDocument(
+        token=SERVICE_TOKEN,
+        expires_at=1_795_086_400,
+        api_url="https://api.example.com/api",
+        issued_at=1_795_000_000,
+        refreshed_at=1_795_000_000,
+        min_refresh_interval_seconds=900,
+    )
+    stored = json.loads(document.to_json())
+    assert stored["min_refresh_interval_seconds"] == 900
+    assert ServiceTokenDocument.from_json(document.to_json()) == document
+    # A document written before the field existed reads as unknown and is written back as it
+    # was; one carrying it reads in a reader that keeps unknown fields (``extra``) unchanged.
+    del stored["min_refresh_interval_seconds"]
+    older = ServiceTokenDocument.from_json(json.dumps(stored))
+    assert older.min_refresh_interval_seconds is None
+    assert json.loads(older.to_json()) == stored
+    stored["min_refresh_interval_seconds"] = None
+    assert ServiceTokenDocument.from_json(json.dumps(stored)).min_refresh_interval_seconds is None
 
 
 def test_lease_and_raw_access_token_round_trip_and_stay_out_of_repr() -> None:

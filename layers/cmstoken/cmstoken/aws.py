@@ -6,13 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 
-def client(service_name: str) -> Any:
-    """A boto3 client for ``service_name`` (callers annotate it with its stub type)."""
+def session() -> Any:
+    """A boto3 session of its own (callers annotate it): boto3 sessions are not thread-safe, so
+    code that may run in a workload's threads makes its clients from its own session instead
+    of boto3's default one, which the workload may be using at the same moment."""
+    import boto3
+
+    return boto3.session.Session()
+
+
+def client(service_name: str, *, session: Any = None) -> Any:
+    """A boto3 client for ``service_name`` (callers annotate it with its stub type), from
+    ``session`` when given, else from boto3's default session."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
-        service_name,  # type: ignore[call-overload]
+    make: Any = boto3.client if session is None else session.client
+    return make(
+        service_name,
         config=Config(
             connect_timeout=3,
             read_timeout=5,

@@ -2,12 +2,25 @@
 ``requests``.
 
 ``ServiceTokenProvider`` reads the service token secret (``GetSecretValue``) and caches the
-document until its token is about to expire. When the service refuses a token, ``refused``
-re-reads the secret once; if the token there is the same, it asks the rotator for a new one
-with a ``Service Token Refresh Requested`` event on the default bus (debounced) and waits for it.
-``ServiceTokenAuth`` does all of that for a ``requests`` call and retries it once.
+document until its token is about to expire; when Secrets Manager cannot be read then, the cached
+token is served (with back-off between reads) until it expires. ``ServiceTokenAuth`` sets the
+bearer header of ``requests`` calls:
 
-boto3 is imported on first use only, and messages and logs carry fingerprints, never a token.
+- on 401 (``refused``) the secret is re-read; a different token there is used at once;
+  otherwise the helper asks the rotator for a new one with a ``Service Token Refresh
+  Requested`` event on the default bus and waits for it. Every thread refused with the same
+  token shares that one request and that one wait, and gets its outcome when it ends. When the
+  rotator would skip the request (the stack refreshed within its
+  ``MIN_REFRESH_INTERVAL_SECONDS``, which the published document carries), the helper says so
+  at once instead of asking and waiting;
+- on 403 (``replacement``) the secret is re-read and the call retried only when the token
+  there changed: a 403 also means "this token may not do that", and no refresh changes that.
+
+``new_resource`` asks for a rotated token right after the workload created a resource it will
+use (the API's rule), with the same debounce. The call is retried once.
+
+boto3 is imported on first use only, in a session of the provider's own; messages and logs carry
+fingerprints, never a token.
 """
 
 from __future__ import annotations
@@ -15,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from requests.auth import AuthBase
@@ -48,33 +62,83 @@ UNAVAILABLE = "unavailable"
 EXPIRED = "expired"
 REAUTHORIZATION_REQUIRED = "reauthorization_required"
 REQUEST_FAILED = "request_failed"
+REFRESH_DEBOUNCED = "refresh_debounced"
 REFRESH_TIMEOUT = "refresh_timeout"
 STILL_REFUSED = "still_refused"
 
 # A token read inside its last ``min_validity_seconds`` is re-read at most this often.
 NEAR_EXPIRY_RECHECK_SECONDS = 5.0
-_REFUSED_STATUSES = frozenset({401, 403})
+# When a read fails while the cached token is still valid, the cached token is served and the
+# next read waits 1, 2, 4... seconds (at most this long), never past the token's expiry.
+READ_RETRY_BASE_SECONDS = 1.0
+READ_RETRY_MAX_SECONDS = 30.0
+# A 403 re-reads the secret at most this often.
+FORBIDDEN_RECHECK_SECONDS = 5.0
+# The rotator's MIN_REFRESH_INTERVAL_SECONDS (SPEC default) when the published document does not
+# carry it (written by an older stack).
+DEFAULT_MIN_REFRESH_INTERVAL_SECONDS = 600
 _BOOTSTRAP_HINT = "run the bootstrap (cmstoken-admin --stack NAME bootstrap)"
 _ROTATOR_HINT = (
     "check the rotator (its RotationFailed and ReauthorizationRequired alarms and logs), or "
     "force a rotation (cmstoken-admin --stack NAME rotate)"
 )
+# new_resource keeps the current token (with a warning) after these outcomes.
+_NO_ROTATION = frozenset({REFRESH_DEBOUNCED, REFRESH_TIMEOUT, STILL_REFUSED})
 
 
 class ConsumerError(CmsTokenError):
     """No usable service token. ``reason`` is one of this module's reason constants
     (``not_bootstrapped``, ``unreadable``, ``unavailable``, ``expired``,
-    ``reauthorization_required``, ``request_failed``, ``refresh_timeout``, ``still_refused``)."""
+    ``reauthorization_required``, ``request_failed``, ``refresh_debounced``,
+    ``refresh_timeout``, ``still_refused``); ``retry_at`` (epoch seconds) is when a refresh
+    request can work again, for the last three."""
 
-    def __init__(self, message: str, *, reason: str) -> None:
+    def __init__(self, message: str, *, reason: str, retry_at: float | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.retry_at = retry_at
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """The cached document: served until ``fresh_until``; ``read_at`` is the last successful
+    read, ``failures`` the failed reads since then."""
+
+    document: ServiceTokenDocument
+    fresh_until: float
+    read_at: float
+    failures: int = 0
+
+
+class _Wait:
+    """One wait for a token other than a refused one, shared by every thread refused with it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.document: ServiceTokenDocument | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> ServiceTokenDocument:
+        """The wait's document, or its error raised in the calling thread."""
+        error = self.error
+        if isinstance(error, ConsumerError):
+            raise ConsumerError(
+                str(error), reason=error.reason, retry_at=error.retry_at
+            ) from error.__cause__
+        if error is not None:
+            raise error
+        assert self.document is not None
+        return self.document
 
 
 class ServiceTokenProvider:
     """The published service token of one stack, read from ``secret_id`` (name or ARN).
 
-    Thread-safe; make one per process and reuse it (in Lambda: at module level).
+    Thread-safe; make one per process and reuse it (in Lambda: at module level). Its AWS
+    clients come from a boto3 session of its own, created once, on first use.
+
+    ``min_refresh_interval_seconds`` is used only when the published document does not carry
+    the stack's ``MIN_REFRESH_INTERVAL_SECONDS`` (stacks older than this helper).
     """
 
     def __init__(
@@ -86,8 +150,8 @@ class ServiceTokenProvider:
         clock: Clock | None = None,
         min_validity_seconds: float = 60,
         refresh_wait_seconds: float = 60,
-        request_debounce_seconds: float = 300,
         poll_interval_seconds: float = 5,
+        min_refresh_interval_seconds: float = DEFAULT_MIN_REFRESH_INTERVAL_SECONDS,
         event_source: str = "cmstoken.consumer",
     ) -> None:
         if not secret_id:
@@ -95,7 +159,7 @@ class ServiceTokenProvider:
         _require_non_negative(
             min_validity_seconds=min_validity_seconds,
             refresh_wait_seconds=refresh_wait_seconds,
-            request_debounce_seconds=request_debounce_seconds,
+            min_refresh_interval_seconds=min_refresh_interval_seconds,
         )
         if poll_interval_seconds <= 0:
             raise ConfigurationError("poll_interval_seconds must be positive")
@@ -103,20 +167,22 @@ class ServiceTokenProvider:
         self.clock: Clock = clock or SystemClock()
         self.min_validity_seconds = min_validity_seconds
         self.refresh_wait_seconds = refresh_wait_seconds
-        self.request_debounce_seconds = request_debounce_seconds
         self.poll_interval_seconds = poll_interval_seconds
+        self.min_refresh_interval_seconds = min_refresh_interval_seconds
         self.event_source = event_source
         self._secrets_client = secrets_client
         self._events_client = events_client
+        self._session: Any = None
         self._store: SecretStore | None = None
-        self._cached: ServiceTokenDocument | None = None
-        self._cached_until = 0.0
-        self._requested_at: float | None = None
-        self._requested_for: str | None = None  # fingerprint of the token current at the request
-        self._cache_lock = threading.RLock()
-        self._refresh_lock = threading.Lock()
+        self._entry: _Entry | None = None
+        self._waits: dict[str, _Wait] = {}
+        # (fingerprint of the token it was for, when) of the last refresh request sent.
+        self._requested: tuple[str, float] | None = None
+        self._lock = threading.Lock()  # the fields above
+        self._read_lock = threading.Lock()  # one cache read at a time
+        self._clients_lock = threading.Lock()  # the session and the clients
 
-    # --- AWS clients, created on first use ------------------------------------------------
+    # --- AWS clients, created once, on first use, from a session of the provider's own ----
 
     @property
     def secrets_client(self) -> SecretsManagerClient:
@@ -126,16 +192,31 @@ class ServiceTokenProvider:
     @property
     def events_client(self) -> EventBridgeClient:
         """The EventBridge client (honours ``AWS_ENDPOINT_URL``)."""
-        if self._events_client is None:
-            self._events_client = aws.client("events")
-        return self._events_client
+        client = self._events_client
+        if client is None:
+            with self._clients_lock:
+                if self._events_client is None:
+                    self._events_client = self._new_client("events")
+                client = self._events_client
+        return client
 
     def _secret_store(self) -> SecretStore:
-        if self._store is None:
-            from .store import SecretStore
+        store = self._store
+        if store is None:
+            with self._clients_lock:
+                if self._store is None:
+                    from .store import SecretStore
 
-            self._store = SecretStore(self._secrets_client)
-        return self._store
+                    client = self._secrets_client or self._new_client("secretsmanager")
+                    self._store = SecretStore(client)
+                store = self._store
+        return store
+
+    def _new_client(self, service_name: str) -> Any:
+        """A client from the provider's session (the caller holds ``_clients_lock``)."""
+        if self._session is None:
+            self._session = aws.session()
+        return aws.client(service_name, session=self._session)
 
     # --- the token --------------------------------------------------------------------------
 
@@ -149,70 +230,196 @@ class ServiceTokenProvider:
         return self.document().api_url
 
     def document(self) -> ServiceTokenDocument:
-        """The published document, cached until ``expires_at - min_validity_seconds``."""
-        with self._cache_lock:
-            cached = self._cached
-            if cached is not None and self.clock.now() < self._cached_until:
-                return cached
-            return self._remember(self._read())
+        """The published document, cached until ``expires_at - min_validity_seconds``.
+
+        After that one thread re-reads the secret while the others keep the cached token; when
+        the read fails the cached token is served until it expires (reads back off meanwhile).
+        """
+        entry = self._entry
+        if entry is not None and self.clock.now() < entry.fresh_until:
+            return entry.document
+        if entry is not None and self.clock.now() < entry.document.expires_at:
+            if not self._read_lock.acquire(blocking=False):
+                return entry.document  # another thread is reading; this token still works
+        else:
+            self._read_lock.acquire()
+        try:
+            entry = self._entry
+            if entry is not None and self.clock.now() < entry.fresh_until:
+                return entry.document
+            try:
+                document = self._read()
+            except ConsumerError as exc:
+                if entry is None or self.clock.now() >= entry.document.expires_at:
+                    raise
+                return self._serve_cached(entry, exc)
+            return self._remember(document)
+        finally:
+            self._read_lock.release()
 
     def refused(self, token: str) -> str:
-        """A replacement for ``token``, which the service answered with 401 or 403.
+        """A replacement for ``token``, which the service answered with 401.
 
         Re-reads the secret; a different token there is returned at once. Otherwise requests
-        a refresh (debounced) and waits up to ``refresh_wait_seconds`` for a rotated token.
-        Raises ``ConsumerError`` when none comes.
+        a refresh and waits up to ``refresh_wait_seconds`` for the rotated token: one request
+        and one wait per token, shared by every thread refused with it. Raises
+        ``ConsumerError`` when none comes, at once when none can come yet
+        (``refresh_debounced``: the stack refreshed within its minimum interval;
+        ``still_refused``: this token's refresh was already requested and none came).
         """
-        with self._refresh_lock:
-            current = self._read()
-            if current.token != token:
-                logger.info(
-                    "refused service token replaced by the published one",
-                    extra={"refused": fingerprint(token), "current": fingerprint(current.token)},
+        entry = self._entry
+        if (
+            entry is not None
+            and entry.document.token != token
+            and self.clock.now() < entry.document.expires_at
+        ):
+            return entry.document.token  # another thread already replaced it
+        return self._shared_wait(token, "refused", None).token
+
+    def replacement(self, token: str) -> str | None:
+        """For a 403: the published token when it is no longer ``token``, else ``None``.
+
+        Re-reads the secret (at most every ``FORBIDDEN_RECHECK_SECONDS``) and never requests a
+        refresh: a 403 can also mean that the token may not do what was asked.
+        """
+        entry = self._entry
+        if (
+            entry is not None
+            and entry.document.token != token
+            and self.clock.now() < entry.document.expires_at
+        ):
+            return entry.document.token
+        with self._read_lock:
+            entry = self._entry
+            now = self.clock.now()
+            if entry is not None and now < entry.document.expires_at:
+                if entry.document.token != token:
+                    return entry.document.token
+                if now - entry.read_at < FORBIDDEN_RECHECK_SECONDS:
+                    return None
+            try:
+                current = self._remember(self._read())
+            except ConsumerError as exc:
+                logger.warning(
+                    "could not re-read the service token secret after a 403",
+                    extra={"reason": exc.reason, "error": str(exc)},
                 )
-                return self._remember(current).token
-            _require_active(current)
-            if not self._request_refresh(current, "refused") and not self._request_pending(token):
-                raise ConsumerError(
-                    f"the service refused the service token {fingerprint(token)}, which was "
-                    f"published after this workload's last refresh request; not asking again "
-                    f"within {self.request_debounce_seconds:.0f} s of it (a 403 can also mean "
-                    f"that the token has no access to the resource); {_ROTATOR_HINT}",
-                    reason=STILL_REFUSED,
-                )
-            rotated = self._wait_for_other_than(token)
-            if rotated is None:
-                raise ConsumerError(
-                    f"the service refused the service token {fingerprint(token)} and no new "
-                    f"one was published within {self.refresh_wait_seconds:.0f} s of the "
-                    f"refresh request; {_ROTATOR_HINT}",
-                    reason=REFRESH_TIMEOUT,
-                )
-            return rotated.token
+                return None
+        if current.token == token:
+            return None
+        logger.info(
+            "service token replaced by the published one after a 403",
+            extra={"refused": fingerprint(token), "current": fingerprint(current.token)},
+        )
+        return current.token
 
     def new_resource(self) -> str:
-        """Ask for a rotated token after creating a resource to access (service-api.md 5,
-        "Refreshing", rule 1); debounced like ``refused``.
+        """Ask for a rotated token right after creating a resource to access (service-api.md 5,
+        "Refreshing", rule 1): call it then, never on every call.
 
-        Returns the rotated token, or the current one (still valid) when none comes within
-        ``refresh_wait_seconds`` (the rotator skips forced refreshes within
-        ``MIN_REFRESH_INTERVAL_SECONDS`` of the last one) or none can come (reauthorization
-        required: no request is sent).
+        Returns the rotated token, or, with a warning, the current one (still valid) when none
+        comes within ``refresh_wait_seconds``, or none can come: at once when the stack
+        refreshed within its minimum interval (the rotator would skip the request), when the
+        current token's refresh was already requested, or when reauthorization is required
+        (no request is sent then).
         """
-        with self._refresh_lock:
-            current = self._read()
-            if current.credential_status == STATUS_ACTIVE and (
-                self._request_refresh(current, "new_resource")
-                or self._request_pending(current.token)
-            ):
-                rotated = self._wait_for_other_than(current.token)
-                if rotated is not None:
-                    return rotated.token
-                logger.warning(
-                    "no rotated service token after the refresh request; using the current one",
-                    extra={"current": fingerprint(current.token)},
-                )
+        current = self._read()
+        if current.credential_status != STATUS_ACTIVE:
             return self._remember(current).token
+        try:
+            return self._shared_wait(current.token, "new_resource", current).token
+        except ConsumerError as exc:
+            if exc.reason not in _NO_ROTATION:
+                raise
+            logger.warning(
+                "no rotated service token for the new resource; using the current one: %s",
+                exc,
+                extra={"reason": exc.reason, "retry_at": _optional_iso(exc.retry_at)},
+            )
+        return self._remember(current).token
+
+    # --- the shared wait --------------------------------------------------------------------
+
+    def _shared_wait(
+        self, token: str, reason: str, current: ServiceTokenDocument | None
+    ) -> ServiceTokenDocument:
+        """The outcome of the one wait for a token other than ``token``: this thread runs it
+        when none is running, and joins the running one otherwise."""
+        with self._lock:
+            wait = self._waits.get(token)
+            leading = wait is None
+            if wait is None:
+                wait = self._waits[token] = _Wait()
+        if leading:
+            try:
+                wait.document = self._replace(token, reason, current)
+            except BaseException as exc:
+                wait.error = exc
+                raise
+            finally:
+                with self._lock:
+                    del self._waits[token]
+                wait.done.set()
+            return wait.document
+        wait.done.wait()
+        return wait.outcome()
+
+    def _replace(
+        self, token: str, reason: str, current: ServiceTokenDocument | None
+    ) -> ServiceTokenDocument:
+        """Re-read (unless ``current`` was just read), then request a refresh and wait."""
+        if current is None:
+            current = self._read()
+        if current.token != token:
+            logger.info(
+                "refused service token replaced by the published one",
+                extra={"refused": fingerprint(token), "current": fingerprint(current.token)},
+            )
+            return self._remember(current)
+        _require_active(current)
+        now = self.clock.now()
+        interval = self._interval(current)
+        if current.refreshed_at is not None and now < current.refreshed_at + interval:
+            ready_at = current.refreshed_at + interval
+            raise ConsumerError(
+                f"the service refused the service token {fingerprint(token)}, and no refresh "
+                f"can replace it before {to_iso(ready_at)}: the stack refreshed it at "
+                f"{to_iso(current.refreshed_at)} and its rotator skips forced refreshes within "
+                f"{interval:.0f} s of the last one (MIN_REFRESH_INTERVAL_SECONDS); not "
+                "requesting one now (a resource created since the last refresh becomes "
+                "accessible with the next one)",
+                reason=REFRESH_DEBOUNCED,
+                retry_at=ready_at,
+            )
+        with self._lock:
+            requested = self._requested
+        if requested is not None and requested[0] == fingerprint(token):
+            ready_at = requested[1] + interval
+            if now < ready_at:
+                raise ConsumerError(
+                    f"the service refused the service token {fingerprint(token)}; a refresh "
+                    f"was requested for it at {to_iso(requested[1])} and no new token came; "
+                    f"not asking again before {to_iso(ready_at)}; {_ROTATOR_HINT}",
+                    reason=STILL_REFUSED,
+                    retry_at=ready_at,
+                )
+        requested_at = self._request_refresh(current, reason)
+        rotated = self._wait_for_other_than(token)
+        if rotated is None:
+            raise ConsumerError(
+                f"the service refused the service token {fingerprint(token)} and no new "
+                f"one was published within {self.refresh_wait_seconds:.0f} s of the "
+                f"refresh request; {_ROTATOR_HINT}",
+                reason=REFRESH_TIMEOUT,
+                retry_at=requested_at + interval,
+            )
+        return rotated
+
+    def _interval(self, document: ServiceTokenDocument) -> float:
+        """The stack's minimum interval between forced refreshes."""
+        if document.min_refresh_interval_seconds is not None:
+            return float(document.min_refresh_interval_seconds)
+        return self.min_refresh_interval_seconds
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -263,9 +470,28 @@ class ServiceTokenProvider:
                 _BOOTSTRAP_HINT,
                 extra={"expires_at": to_iso(document.expires_at)},
             )
-        with self._cache_lock:
-            self._cached, self._cached_until = document, fresh_until
+        with self._lock:
+            self._entry = _Entry(document, fresh_until, now)
         return document
+
+    def _serve_cached(self, entry: _Entry, error: ConsumerError) -> ServiceTokenDocument:
+        """The cached document after a failed read (it is still valid): the next read backs
+        off, never past its expiry."""
+        failures = entry.failures + 1
+        now = self.clock.now()
+        delay = min(READ_RETRY_BASE_SECONDS * 2 ** (failures - 1), READ_RETRY_MAX_SECONDS)
+        expires_at = entry.document.expires_at
+        with self._lock:
+            if self._entry is entry:
+                self._entry = replace(
+                    entry, fresh_until=min(now + delay, expires_at), failures=failures
+                )
+        logger.warning(
+            "could not read the service token secret; using the cached token, valid until %s",
+            to_iso(expires_at),
+            extra={"reason": error.reason, "error": str(error), "retry_in_seconds": delay},
+        )
+        return entry.document
 
     def _wait_for_other_than(self, token: str) -> ServiceTokenDocument | None:
         """Poll the secret until it holds a token other than ``token`` (usable, cached), or
@@ -289,27 +515,8 @@ class ServiceTokenProvider:
 
     # --- refresh requests -------------------------------------------------------------------
 
-    def _request_pending(self, token: str) -> bool:
-        """True when the last refresh request was sent while ``token`` was published (so its
-        answer is still to come), within the debounce interval."""
-        return self._debounced() and self._requested_for == fingerprint(token)
-
-    def _debounced(self) -> bool:
-        requested_at = self._requested_at
-        return (
-            requested_at is not None
-            and self.clock.now() - requested_at < self.request_debounce_seconds
-        )
-
-    def _request_refresh(self, current: ServiceTokenDocument, reason: str) -> bool:
-        """Send a refresh request unless one was sent within the debounce interval; returns
-        whether it was sent."""
-        if self._debounced():
-            logger.info(
-                "refresh already requested recently; not requesting again",
-                extra={"reason": reason, "requested_at": to_iso(self._requested_at or 0)},
-            )
-            return False
+    def _request_refresh(self, current: ServiceTokenDocument, reason: str) -> float:
+        """Send a refresh request for the current token; returns when it was sent."""
         now = self.clock.now()
         detail = {
             "reason": reason,
@@ -319,9 +526,10 @@ class ServiceTokenProvider:
             "requested_at": to_iso(now),
         }
         event_id = self._put_event(detail)
-        self._requested_at, self._requested_for = now, fingerprint(current.token)
+        with self._lock:
+            self._requested = (fingerprint(current.token), now)
         logger.info("service token refresh requested", extra={**detail, "event_id": event_id})
-        return True
+        return now
 
     def _put_event(self, detail: dict[str, str]) -> str | None:
         """Put one ``Service Token Refresh Requested`` event on the default bus."""
@@ -351,9 +559,11 @@ class ServiceTokenProvider:
 
 
 class ServiceTokenAuth(AuthBase):
-    """``requests`` authentication with the provider's token: sets ``Authorization: Bearer``
-    and, when the service answers 401 or 403, gets a new token (``provider.refused``) and
-    retries the request once. A request whose body is a stream is not retried."""
+    """``requests`` authentication with the provider's token: sets ``Authorization: Bearer``.
+    When the service answers 401, gets a new token (``provider.refused``) and retries the
+    request once; on 403, retries once only when the published token changed
+    (``provider.replacement``), and otherwise returns the 403 as it is. A request whose body is
+    a stream is not retried."""
 
     def __init__(self, provider: ServiceTokenProvider) -> None:
         self.provider = provider
@@ -364,14 +574,21 @@ class ServiceTokenAuth(AuthBase):
         return request
 
     def _on_response(self, response: Response, **kwargs: Any) -> Response:
-        """The response hook: one retry with a new token after 401 or 403."""
+        """The response hook: one retry with a new token after 401, or after 403 when the
+        token changed."""
         request = response.request
         sent = _bearer(request)
-        if response.status_code not in _REFUSED_STATUSES or sent is None:
+        if response.status_code not in (401, 403) or sent is None:
             return response
         if not isinstance(request.body, str | bytes | None):
             return response
-        token = self.provider.refused(sent)
+        if response.status_code == 401:
+            token = self.provider.refused(sent)
+        else:
+            replacement = self.provider.replacement(sent)
+            if replacement is None:
+                return response
+            token = replacement
         retry = request.copy()
         retry.hooks = {"response": []}  # the copy shares the original's hooks: never re-run them
         retry.headers["Authorization"] = f"Bearer {token}"
@@ -395,6 +612,10 @@ def _bearer(request: PreparedRequest) -> str | None:
     if not value or not value.startswith("Bearer "):
         return None
     return value.removeprefix("Bearer ")
+
+
+def _optional_iso(epoch: float | None) -> str | None:
+    return None if epoch is None else to_iso(epoch)
 
 
 def _require_non_negative(**values: float) -> None:

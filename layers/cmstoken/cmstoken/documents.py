@@ -62,6 +62,14 @@ class _Reader:
             raise self.fail(f"field {key!r} must be a whole number")
         return value
 
+    def optional_seconds(self, key: str) -> int | None:
+        if self.document.get(key) is None:
+            return None
+        value = self.integer(key)
+        if value < 0:
+            raise self.fail(f"field {key!r} must not be negative")
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self.document.get(key, default)
         if not isinstance(value, bool):
@@ -370,6 +378,7 @@ _SERVICE_TOKEN_KEYS = frozenset(
         "authorized_at",
         "reauthorize_by",
         "credential_status",
+        "min_refresh_interval_seconds",
     }
 )
 
@@ -390,11 +399,13 @@ class ServiceTokenDocument:
     authorized_at: float | None = None
     reauthorize_by: float | None = None
     credential_status: str = STATUS_ACTIVE
+    min_refresh_interval_seconds: int | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
     def to_json(self) -> str:
         """The ``SecretString`` to store."""
         extra = {k: v for k, v in self.extra.items() if k not in _SERVICE_TOKEN_KEYS}
+        interval = self.min_refresh_interval_seconds
         return _dump(
             {
                 "token": self.token,
@@ -406,6 +417,8 @@ class ServiceTokenDocument:
                 "authorized_at": optional_iso(self.authorized_at),
                 "reauthorize_by": optional_iso(self.reauthorize_by),
                 "credential_status": self.credential_status,
+                # Left out while unknown, so that an older document reads back unchanged.
+                **({} if interval is None else {"min_refresh_interval_seconds": interval}),
             },
             extra,
         )
@@ -431,6 +444,7 @@ class ServiceTokenDocument:
             authorized_at=read.optional_time("authorized_at"),
             reauthorize_by=read.optional_time("reauthorize_by"),
             credential_status=status,
+            min_refresh_interval_seconds=read.optional_seconds("min_refresh_interval_seconds"),
             extra=MappingProxyType(
                 {
                     k: v

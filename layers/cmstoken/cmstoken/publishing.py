@@ -101,6 +101,7 @@ class Publisher:
             authorized_at=credential.authorized_at,
             reauthorize_by=credential.reauthorize_by,
             credential_status=STATUS_ACTIVE,
+            min_refresh_interval_seconds=self.vault.settings.min_refresh_interval_seconds,
         )
         if self.vault.write_published(document, deadline) and self.notifier is not None:
             self.notifier.rotated(
