@@ -393,6 +393,54 @@ def test_the_external_secrets_manifests_validate_against_the_crds(stack: Stack) 
     assert 0 < go_duration_seconds(spec["refreshInterval"]) < limit
 
 
+def eso_copy_refusals(stack: Stack, refresh_interval: int) -> list[int]:
+    """Thirty hours, minute by minute, of the stack's hourly rotator (checking in the last minute
+    of each hour, the worst phase) and of ESO copying the published token every
+    ``refresh_interval`` seconds, its sync falling in the very minute of the rotation, just
+    before it (the worst phase again). Returns the minutes at which the copy held a token the
+    API refuses; checks on the way that the published token always had at least the margin less
+    one period left (the ECS text's "about 5 h")."""
+    stack.seed()
+    margin = template_default("RefreshMarginSeconds")
+    period = template_default("RotationIntervalMinutes")
+    interval = refresh_interval // 60
+    document = stack.service_document()
+    lifetime = document.expires_at - stack.clock.now()
+    checks = range(period - 1, 30 * 60, period)
+    rotation = next(minute for minute in checks if lifetime - 60 * minute <= margin)
+    copied, refused = document.token, []
+    for minute in range(1, 30 * 60):
+        stack.emulator.advance(60)
+        if minute % interval == rotation % interval:
+            copied = stack.service_document().token
+        if minute in checks:
+            outcome = stack.invoke("rotator", {})["outcome"]
+            assert outcome == ("rotated" if minute == rotation else "skipped"), minute
+        left = stack.service_document().expires_at - stack.clock.now()
+        assert left >= margin - 60 * period, minute
+        if not stack.emulator.service_token_valid(copied):
+            refused.append(minute)
+    return refused
+
+
+def test_the_recipes_refresh_interval_keeps_the_synced_token_working(stack: Stack) -> None:
+    spec = manifests("external-secrets")["ExternalSecret"]["spec"]
+    assert eso_copy_refusals(stack, int(go_duration_seconds(spec["refreshInterval"]))) == []
+
+
+@pytest.mark.parametrize(("minutes_past_the_limit", "works"), [(-1, True), (15, False)])
+def test_the_refresh_interval_rule_is_the_limit(
+    stack: Stack, minutes_past_the_limit: int, works: bool
+) -> None:
+    """Just under the margin less one period, the copy always works; past it, the copy
+    expires before the next sync (in the worst phase)."""
+    limit = template_default("RefreshMarginSeconds") - 60 * template_default(
+        "RotationIntervalMinutes"
+    )
+    refused = eso_copy_refusals(stack, limit + 60 * minutes_past_the_limit)
+    assert (refused == []) == works, refused
+
+
 def test_the_pod_identity_store_validates_and_assumes_the_reader_role() -> None:
     store = manifests("external-secrets-pod-identity")["SecretStore"]
     validate(store)
