@@ -184,6 +184,35 @@ def test_a_nearly_expired_token_is_served_and_rechecked_every_few_seconds(
     assert "expires soon" in logs.text
 
 
+def test_a_failed_read_serves_the_cached_token_until_it_expires_with_back_off(
+    aws: Aws, logs: pytest.LogCaptureFixture
+) -> None:
+    aws.publish(TOKEN_A, expires_in=100)
+    provider = aws.provider(min_validity_seconds=60)
+    assert provider.token() == TOKEN_A
+    aws.clock.advance(45)  # inside its last minute
+
+    def refuse(**_: Any) -> None:
+        error: Any = {"Error": {"Code": "ThrottlingException", "Message": "m"}}
+        raise ClientError(error, "GetSecretValue")
+
+    aws.secrets.meta.events.register("before-call.secrets-manager.GetSecretValue", refuse)
+    reads = []
+    for _ in range(5):  # after each failure the next read waits 1, 2, 4... s
+        assert provider.token() == TOKEN_A
+        reads.append(aws.calls["GetSecretValue"])
+        aws.clock.advance(1)
+        assert provider.token() == TOKEN_A
+        aws.clock.advance(1)
+    assert reads == [2, 3, 4, 4, 5]
+    assert "using the cached token, valid until" in logs.text
+    aws.clock.advance(100 - 55)
+    with pytest.raises(ConsumerError, match="retry later") as caught:
+        provider.token()
+    assert caught.value.reason == consumer.UNAVAILABLE
+    assert_no_token(logged_text(logs))
+
+
 def test_an_expired_token_with_no_fresher_one_is_a_clear_error(aws: Aws) -> None:
     aws.publish(TOKEN_A, expires_in=100)
     aws.clock.advance(100)
