@@ -8,6 +8,7 @@ import threading
 from cmsemu.config import EmulatorConfig
 from cmsemu.control import reference
 from cmsemu.emulator import Emulator
+from cmstoken import __version__
 
 
 def _loopback(host: str) -> bool:
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog=reference(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--host", default="127.0.0.1", help="IPv4 loopback address to bind")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port)")
     parser.add_argument(

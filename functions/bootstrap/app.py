@@ -9,13 +9,20 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from cmstoken import runtime
 from cmstoken.bootstrap import BootstrapRequest
 from cmstoken.errors import CmsTokenError
-from cmstoken.observability import logger, metrics, record_authorized, record_bootstrap
+from cmstoken.observability import (
+    logger,
+    metrics,
+    record_authorized,
+    record_bootstrap,
+    tag_version,
+)
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """``{"action": "start" | "poll" | "status"}``; failures of start and poll are results."""
+    tag_version()
     deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
     try:
         request = BootstrapRequest.from_event(event)

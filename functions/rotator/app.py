@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
 from cmstoken.errors import CmsTokenError
-from cmstoken.observability import logger, metrics, record_run
+from cmstoken.observability import logger, metrics, record_run, tag_version
 from cmstoken.rotation import Rotator
 from cmstoken.triggers import RotationRequest
 
@@ -17,6 +17,7 @@ from cmstoken.triggers import RotationRequest
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """Scheduled run, ``{"force": true}``, or a ``Service Token Refresh Requested`` event."""
+    tag_version()
     deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
     rotator: Rotator | None = None
     outcome: str | None = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Protocol, TextIO
 
+from . import __version__
 from .clock import parse_iso
 
 EXIT_OK = 0
@@ -314,6 +315,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         epilog="Uses your AWS credentials and region (AWS_PROFILE, AWS_REGION, ...). Exit "
         "status: 0 success, 1 failure, 2 usage error.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = commands.add_parser(
         "bootstrap", parents=[common], help="authorize the stack with the device flow"

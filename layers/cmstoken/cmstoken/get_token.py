@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, TextIO
 
+from . import __version__
 from .clock import Clock, SystemClock, to_iso
 from .device_flow import start_device_authorization
 from .errors import (
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the new refresh_token of the output (use the same -ft as when it was obtained)"
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--base-url",
         metavar="URL",

@@ -12,6 +12,7 @@ import logging
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from . import __version__
 from .clock import Clock
 from .documents import STATUS_ACTIVE, RefreshCredential, ServiceTokenDocument
 from .errors import CredentialLostError, NotBootstrappedError, ReauthorizationRequiredError
@@ -33,6 +34,14 @@ def route_library_logs() -> None:
 
 
 route_library_logs()
+# Once per cold start: which release this container runs.
+logger.info("cold start", extra={"version": __version__})
+
+
+def tag_version() -> None:
+    """Put the release on this invocation's metric document, as metadata: a top-level field
+    of the EMF record, not a dimension, so the alarms' dimension sets do not change."""
+    metrics.add_metadata(key="version", value=__version__)
 
 
 def _count(name: str, value: bool) -> None:
