@@ -4,6 +4,7 @@ Repository reads."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import subprocess
 import sys
@@ -76,3 +77,33 @@ def test_every_parameter_says_what_it_takes() -> None:
         else:
             assert "AllowedValues" in parameter or "AllowedPattern" in parameter, name
         assert parameter.get("ConstraintDescription"), name
+
+
+def test_a_cold_start_logs_the_version_once_and_metric_documents_carry_it() -> None:
+    probe = (
+        "import json, sys\n"
+        "from cmstoken import observability\n"
+        "@observability.metrics.log_metrics\n"
+        "def handler(event, context):\n"
+        "    observability.tag_version()\n"
+        "    observability.metrics.add_metric(name='Probe', unit='Count', value=1)\n"
+        "handler({}, None)\n"
+        "handler({}, None)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={"POWERTOOLS_SERVICE_NAME": "cmstoken", "POWERTOOLS_METRICS_NAMESPACE": "CmsToken/x"},
+    )
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    cold = [line for line in lines if line.get("message") == "cold start"]
+    assert [line["version"] for line in cold] == [cmstoken.__version__]
+    documents = [line for line in lines if "_aws" in line]
+    assert len(documents) == 2
+    for document in documents:
+        assert document["version"] == cmstoken.__version__
+        # metadata, not a dimension: the alarms' dimension set stays [["service"]]
+        assert document["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
