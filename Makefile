@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build test demo bench emulator lock clean
+.PHONY: help venv lint format unit integration template build package test demo bench emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,13 @@ template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
 
 build: $(STAMP) ## sam build (the layer: its lock for arm64, precompiled; the functions) into .aws-sam/
 	$(TOOL_ENV) $(BIN)/sam build --template template.yaml --build-dir .aws-sam/build
+
+package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmstoken]), template in .aws-sam/packaged.yaml
+	@test -n "$(BUCKET)" || { echo "usage: make package BUCKET=<S3 bucket in your region> [PREFIX=cmstoken]" >&2; exit 2; }
+	SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0 $(BIN)/sam package \
+	  --template-file .aws-sam/build/template.yaml --s3-bucket "$(BUCKET)" --s3-prefix "$(or $(PREFIX),cmstoken)" \
+	  --output-template-file .aws-sam/packaged.yaml
+	@echo "packaged: .aws-sam/packaged.yaml (deploy it with sam deploy --template-file, or publish it)"
 
 test: lint template build ## Every check: lint, types, template, build, unit and integration tests
 	$(BIN)/pytest -q tests

@@ -86,11 +86,16 @@ def built_template(build_dir: Path = BUILD_DIR, source: Path = SOURCE_TEMPLATE) 
 
 
 def template_differences(source: dict[str, Any], built: dict[str, Any]) -> list[str]:
-    """The sections and resources in which two templates differ, once the artifact paths and
-    ``sam build``'s ``SamResourceId`` metadata are left out."""
+    """The sections and resources in which two templates differ, once the artifact paths (code,
+    license, readme) and ``sam build``'s ``SamResourceId`` metadata are left out."""
 
     def normal(template: dict[str, Any]) -> dict[str, Any]:
         template = copy.deepcopy(template)
+        # sam build rewrites the application's license and readme paths, as it does code paths.
+        application = (template.get("Metadata") or {}).get("AWS::ServerlessRepo::Application")
+        if isinstance(application, dict):
+            for key in ("LicenseUrl", "ReadmeUrl"):
+                application.pop(key, None)
         for resource in (template.get("Resources") or {}).values():
             for key in ARTIFACT_PROPERTIES:
                 resource.get("Properties", {}).pop(key, None)
