@@ -1,0 +1,406 @@
+"""The identity provider and the service in memory, behind an ``HttpTransport``.
+
+``SimulatedUpstream`` is an ``HttpTransport`` whose ``request`` answers the identity provider's
+token endpoint (the refresh grant) and the service's provider, exchange and project listing
+endpoints from in-memory models, with the same statuses and bodies as the emulator, so that the
+real ``IdentityClient``, ``ServiceClient`` and response parsers run unchanged.
+
+``IdentityProviderModel`` follows the emulator's refresh families (``cmsemu.families``): every
+refresh rotates the token; presenting a used token again revokes the whole family, except the
+immediately previous token within ``reuse_interval`` seconds of its first use; absolute and idle
+lifetimes end a family. ``ServiceModel`` exchanges unexpired access tokens of the provider for
+service tokens and lists projects for unexpired service tokens.
+
+Lost responses: ``lose(endpoint)`` makes the next request to that endpoint act and then fail as
+``HttpTransport`` fails when the connection drops (``UpstreamConnectionError``) or the time limit
+ends (``UpstreamTimeoutError``) before the answer arrives, both with ``outcome_unknown``. Every
+request runs through ``interceptor`` (see ``simulation.interception``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
+
+from requests.structures import CaseInsensitiveDict
+
+from cmstoken.errors import UpstreamConnectionError, UpstreamTimeoutError
+from cmstoken.http import HttpResponse, HttpTransport
+from simulation.interception import Interceptor, direct
+
+ISSUER_URL = "https://idp.sim.test/"
+BASE_URL = "https://cms.sim.test"
+API_URL = BASE_URL + "/api"
+CLIENT_ID = "cms-client"
+FREETRIAL_CLIENT_ID = "cms-freetrial-client"
+SCOPE = "openid profile email offline_access"
+REFRESH_SCOPE = "openid profile offline_access"
+SUBJECT = "auth0|simulated-user"
+DAY = 86400
+Loss = Literal["connection", "timeout"]
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class OAuthRefusalError(Exception):
+    """An identity provider error answer (``{"error", "error_description"}``)."""
+
+    def __init__(self, status: int, error: str, description: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.description = description
+
+
+def _invalid_grant() -> OAuthRefusalError:
+    return OAuthRefusalError(403, "invalid_grant", "Unknown or invalid refresh token.")
+
+
+def _jwt(claims: dict[str, Any]) -> str:
+    """An unsigned-looking JWT (the models keep the tokens they issued; nothing verifies it)."""
+
+    def part(value: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.c2ltdWxhdGVk"
+
+
+@dataclass
+class Family:
+    """The refresh tokens descending from one authorization."""
+
+    client_id: str
+    authorized_at: float
+    last_refresh_at: float
+    newest: str = ""
+    revoked: bool = False
+
+
+@dataclass
+class RefreshToken:
+    family: Family
+    parent: str | None
+    used_at: float | None = None
+
+
+@dataclass
+class IdentityProviderModel:
+    """Refresh token families (see the module docstring); lifetimes in seconds, 0 disables."""
+
+    clock: Clock
+    reuse_interval: float = 0
+    absolute_lifetime: float = 30 * DAY
+    idle_lifetime: float = 30 * DAY
+    access_token_lifetime: int = DAY
+    client_ids: tuple[str, ...] = (CLIENT_ID, FREETRIAL_CLIENT_ID)
+    tokens: dict[str, RefreshToken] = field(default_factory=dict)
+    access_tokens: dict[str, float] = field(default_factory=dict)
+    minted: int = 0
+
+    def authorize(self, client_id: str = CLIENT_ID, scope: str = SCOPE) -> dict[str, Any]:
+        """Start a family now, as a completed device flow does; the raw token response."""
+        now = self.clock.now()
+        family = Family(client_id, authorized_at=now, last_refresh_at=now)
+        return self._answer(family, self._mint(family, None), scope)
+
+    def refresh(self, client_id: str, refresh_token: str) -> dict[str, Any]:
+        """The refresh grant: the raw token response, or ``OAuthRefusalError``."""
+        if client_id not in self.client_ids:
+            raise OAuthRefusalError(401, "invalid_client", "Unknown client.")
+        now = self.clock.now()
+        token = self.tokens.get(refresh_token)
+        if token is None or token.family.revoked or token.family.client_id != client_id:
+            raise _invalid_grant()
+        family = token.family
+        if self._expired(family, now):
+            raise _invalid_grant()
+        if token.used_at is None:
+            token.used_at = now
+        elif not self._reusable(refresh_token, token.used_at, family, now):
+            family.revoked = True
+            raise _invalid_grant()
+        family.last_refresh_at = now
+        return self._answer(family, self._mint(family, refresh_token), REFRESH_SCOPE)
+
+    def usable(self, refresh_token: str) -> bool:
+        """Issued, unused, and its family alive and unexpired."""
+        token = self.tokens.get(refresh_token)
+        return (
+            token is not None
+            and token.used_at is None
+            and not token.family.revoked
+            and not self._expired(token.family, self.clock.now())
+        )
+
+    def family_revoked(self, refresh_token: str) -> bool:
+        """Whether the token's family is revoked; ``KeyError`` if it was never issued."""
+        return self.tokens[refresh_token].family.revoked
+
+    def access_token_valid(self, token: str) -> bool:
+        expires_at = self.access_tokens.get(token)
+        return expires_at is not None and expires_at > self.clock.now()
+
+    def _reusable(self, value: str, used_at: float, family: Family, now: float) -> bool:
+        newest = self.tokens[family.newest]
+        return (
+            self.reuse_interval > 0
+            and newest.parent == value
+            and now - used_at <= self.reuse_interval
+        )
+
+    def _expired(self, family: Family, now: float) -> bool:
+        absolute, idle = self.absolute_lifetime, self.idle_lifetime
+        return (absolute > 0 and now >= family.authorized_at + absolute) or (
+            idle > 0 and now >= family.last_refresh_at + idle
+        )
+
+    def _mint(self, family: Family, parent: str | None) -> str:
+        self.minted += 1
+        value = f"v1.sim-refresh-{self.minted}"
+        self.tokens[value] = RefreshToken(family, parent)
+        family.newest = value
+        return value
+
+    def _answer(self, family: Family, refresh_token: str, scope: str) -> dict[str, Any]:
+        iat = int(self.clock.now())
+        exp = iat + self.access_token_lifetime
+        self.minted += 1
+        access_token = _jwt(
+            {
+                "iss": ISSUER_URL,
+                "sub": SUBJECT,
+                "aud": [API_URL, ISSUER_URL + "userinfo"],
+                "iat": iat,
+                "exp": exp,
+                "azp": family.client_id,
+                "scope": scope,
+                "jti": f"sim-access-{self.minted}",
+            }
+        )
+        self.access_tokens[access_token] = exp
+        return {
+            "access_token": access_token,
+            "id_token": _jwt({"iss": ISSUER_URL, "sub": SUBJECT, "aud": family.client_id}),
+            "refresh_token": refresh_token,
+            "scope": scope,
+            "expires_in": self.access_token_lifetime,
+            "token_type": "Bearer",
+        }
+
+
+@dataclass
+class ServiceModel:
+    """The service: exchanges the provider's access tokens, lists projects for its tokens."""
+
+    identity: IdentityProviderModel
+    service_token_lifetime: int = DAY
+    refused_token_status: int = 401
+    tokens: dict[str, float] = field(default_factory=dict)
+    minted: int = 0
+
+    def exchange(self, access_token: object) -> str | None:
+        """A new service token, or ``None`` when the access token is not valid now."""
+        if not isinstance(access_token, str) or not self.identity.access_token_valid(access_token):
+            return None
+        iat = int(self.identity.clock.now())
+        self.minted += 1
+        token = _jwt(
+            {
+                "iss": BASE_URL,
+                "sub": SUBJECT,
+                "aud": API_URL,
+                "iat": iat,
+                "exp": iat + self.service_token_lifetime,
+                "jti": f"sim-service-{self.minted}",
+            }
+        )
+        self.tokens[token] = iat + self.service_token_lifetime
+        return token
+
+    def valid(self, token: str) -> bool:
+        expires_at = self.tokens.get(token)
+        return expires_at is not None and expires_at > self.identity.clock.now()
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request the upstream models received: ``status`` is ``None`` when the answer was
+    lost after the model acted."""
+
+    endpoint: str
+    credential: str | None
+    status: int | None
+    at: float
+
+
+def _json(status: int, payload: object) -> HttpResponse:
+    return HttpResponse(
+        status=status,
+        headers=CaseInsensitiveDict({"Content-Type": "application/json"}),
+        body=json.dumps(payload).encode(),
+    )
+
+
+def _oauth_error(refusal: OAuthRefusalError) -> HttpResponse:
+    return _json(refusal.status, {"error": refusal.error, "error_description": refusal.description})
+
+
+def _service_error(status: int, details: str) -> HttpResponse:
+    envelope = {
+        "status": status,
+        "message": HTTPStatus(status).phrase,
+        "reference": "upmrid/simulated",
+        "source": "API",
+        "details": details,
+    }
+    return _json(status, {"error": envelope})
+
+
+class SimulatedUpstream(HttpTransport):
+    """An ``HttpTransport`` answered by the identity provider and service models."""
+
+    def __init__(
+        self,
+        identity: IdentityProviderModel,
+        service: ServiceModel | None = None,
+        *,
+        interceptor: Interceptor = direct,
+    ) -> None:
+        super().__init__()
+        self.identity = identity
+        self.service = service or ServiceModel(identity)
+        self.interceptor = interceptor
+        self.log: list[Exchange] = []
+        self._losses: dict[str, deque[Loss]] = {}
+
+    def lose(self, endpoint: str, how: Loss = "connection", times: int = 1) -> None:
+        """The next ``times`` requests to ``endpoint`` act, then their answers are lost."""
+        self._losses.setdefault(endpoint, deque()).extend([how] * times)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        endpoint: str,
+        form: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> HttpResponse:
+        name, credential, answer = self._route(method, url, form, json_body, headers)
+
+        def act() -> HttpResponse:
+            response: HttpResponse = answer()
+            losses = self._losses.get(name)
+            if losses:
+                self.log.append(Exchange(name, credential, None, self.identity.clock.now()))
+                return self._lost(name, losses.popleft())
+            self.log.append(Exchange(name, credential, response.status, self.identity.clock.now()))
+            return response
+
+        answered: HttpResponse = self.interceptor("upstream", name, act)
+        return answered
+
+    def _lost(self, name: str, how: Loss) -> HttpResponse:
+        if how == "timeout":
+            raise UpstreamTimeoutError(
+                f"{name}: no complete answer within the time limit",
+                endpoint=name,
+                outcome_unknown=True,
+            )
+        raise UpstreamConnectionError(
+            f"{name}: connection dropped before an answer arrived",
+            endpoint=name,
+            outcome_unknown=True,
+        )
+
+    def _route(
+        self,
+        method: str,
+        url: str,
+        form: Mapping[str, str] | None,
+        json_body: Any,
+        headers: Mapping[str, str] | None,
+    ) -> tuple[str, str | None, Any]:
+        """The endpoint's name, the credential it presents, and a function that answers it."""
+        path = urlsplit(url).path
+        form = dict(form or {})
+        if method == "POST" and url == ISSUER_URL + "oauth/token":
+            grant = form.get("grant_type")
+            name = "refresh" if grant == "refresh_token" else "token"
+            return name, form.get("refresh_token"), lambda: self._token(form)
+        if url.startswith(BASE_URL):
+            if method == "GET" and path == "/api/v3/auth/provider":
+                return "provider", None, self._provider
+            if method == "POST" and path == "/api/v3/auth/token":
+                raw = json_body.get("token") if isinstance(json_body, dict) else None
+                return "exchange", raw, lambda: self._exchange(raw)
+            if method == "GET" and path == "/api/v3/projects":
+                bearer = dict(headers or {}).get("Authorization", "").removeprefix("Bearer ")
+                return "projects", bearer or None, lambda: self._projects(bearer or None)
+        return "unknown", None, lambda: _service_error(404, f"no route for {method} {path}")
+
+    def _token(self, form: dict[str, str]) -> HttpResponse:
+        grant = form.get("grant_type")
+        if not grant:
+            refusal = OAuthRefusalError(
+                400, "invalid_request", "Missing required parameter: grant_type"
+            )
+            return _oauth_error(refusal)
+        if grant != "refresh_token":
+            return _oauth_error(
+                OAuthRefusalError(400, "unsupported_grant_type", f"Unsupported grant type: {grant}")
+            )
+        for required in ("client_id", "refresh_token"):
+            if not form.get(required):
+                return _oauth_error(
+                    OAuthRefusalError(
+                        400, "invalid_request", f"Missing required parameter: {required}"
+                    )
+                )
+        try:
+            return _json(200, self.identity.refresh(form["client_id"], form["refresh_token"]))
+        except OAuthRefusalError as refusal:
+            return _oauth_error(refusal)
+
+    def _provider(self) -> HttpResponse:
+        return _json(
+            200,
+            {
+                "clientId": CLIENT_ID,
+                "freetrialClientId": FREETRIAL_CLIENT_ID,
+                "issuerUri": ISSUER_URL,
+                "scope": SCOPE,
+                "audience": API_URL,
+            },
+        )
+
+    def _exchange(self, raw: object) -> HttpResponse:
+        token = self.service.exchange(raw)
+        if token is None:
+            return _service_error(500, "failed to get service token")
+        return _json(200, {"token": token})
+
+    def _projects(self, bearer: str | None) -> HttpResponse:
+        if bearer is None or not self.service.valid(bearer):
+            details = "missing token" if bearer is None else "invalid token"
+            return _service_error(self.service.refused_token_status, details)
+        project = {
+            "projectId": "prj_simulated",
+            "projectName": "Simulated Project",
+            "clusterCount": 2,
+            "userCount": 3,
+            "cloudProviders": [
+                {"cloudProviderId": "aws", "cloudProviderName": "Amazon Web Services"}
+            ],
+        }
+        return _json(200, {"data": [project]})

@@ -1,0 +1,152 @@
+"""A stack wired to the models: the real ``Rotator`` on in-memory Secrets Manager and upstream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from cmstoken.documents import (
+    STATUS_ACTIVE,
+    RefreshCredential,
+    RefreshSecret,
+    ServiceTokenDocument,
+)
+from cmstoken.retry import RetryPolicy
+from cmstoken.rotation import Rotator
+from cmstoken.service import ServiceClient
+from cmstoken.settings import Settings
+from cmstoken.store import SecretStore
+from simulation.interception import Interceptor, direct
+from simulation.secretsmanager import SecretsManagerModel
+from simulation.upstream import (
+    BASE_URL,
+    CLIENT_ID,
+    ISSUER_URL,
+    IdentityProviderModel,
+    SimulatedUpstream,
+)
+
+REFRESH_SECRET = "cmstoken/refresh-credential"
+SERVICE_SECRET = "cmstoken/service-token"
+START = 1_795_000_000.0
+HOUR = 3600
+
+
+class SimClock:
+    """Simulated time: it moves only when something sleeps on it or a test advances it."""
+
+    def __init__(self, start: float = START) -> None:
+        self.current = start
+
+    def now(self) -> float:
+        return self.current
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.current += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.current += seconds
+
+
+@dataclass
+class World:
+    """Secrets Manager, the identity provider and the service as models, one clock, and the
+    settings of a stack. ``interceptor`` sees every call any model answers."""
+
+    interceptor: Interceptor = direct
+    reuse_interval: float = 0
+    stale_reads: int = 0
+    clock: SimClock = field(default_factory=SimClock)
+
+    def __post_init__(self) -> None:
+        self.secretsmanager = SecretsManagerModel(
+            stale_reads=self.stale_reads, interceptor=self.interceptor
+        )
+        self.identity = IdentityProviderModel(self.clock, reuse_interval=self.reuse_interval)
+        self.upstream = SimulatedUpstream(self.identity, interceptor=self.interceptor)
+        self.settings = Settings(
+            service_base_url=BASE_URL,
+            refresh_secret_id=REFRESH_SECRET,
+            service_token_secret_id=SERVICE_SECRET,
+        )
+        self.store = SecretStore(cast(Any, self.secretsmanager))
+        self.service = ServiceClient(BASE_URL, transport=self.upstream, clock=self.clock)
+
+    def seed(self) -> None:
+        """The state a successful bootstrap leaves: an authorized credential and a verified
+        service token (written without passing the interceptor)."""
+        interceptor, self.secretsmanager.interceptor = self.secretsmanager.interceptor, direct
+        try:
+            for name in (REFRESH_SECRET, SERVICE_SECRET):
+                self.secretsmanager.create_secret(Name=name)
+            tokens = self.identity.authorize()
+            now = self.clock.now()
+            credential = RefreshCredential(
+                refresh_token=tokens["refresh_token"],
+                client_id=CLIENT_ID,
+                issuer_url=ISSUER_URL.rstrip("/"),
+                status=STATUS_ACTIVE,
+                authorized_at=now,
+                refreshed_at=now,
+                reauthorize_by=self.settings.reauthorize_by(now),
+            )
+            self.store.write(
+                REFRESH_SECRET, RefreshSecret(credential=credential).to_json(), replacing=None
+            )
+            service_token = self.upstream.service.exchange(tokens["access_token"])
+            assert service_token is not None
+            document = ServiceTokenDocument(
+                token=service_token,
+                expires_at=now + self.upstream.service.service_token_lifetime,
+                api_url=self.service.api_url,
+                issued_at=now,
+                refreshed_at=now,
+                reauthorize_by=credential.reauthorize_by,
+                min_refresh_interval_seconds=self.settings.min_refresh_interval_seconds,
+            )
+            self.store.write(SERVICE_SECRET, document.to_json(), replacing=None)
+        finally:
+            self.secretsmanager.interceptor = interceptor
+
+    def rotator(self, owner: str) -> Rotator:
+        """A rotator invocation named ``owner``, with retries that never wait on real time."""
+        return Rotator(
+            self.settings,
+            store=self.store,
+            service=self.service,
+            clock=self.clock,
+            owner=owner,
+            upstream_retry=RetryPolicy(attempts=2, base_delay=0.5, max_delay=1.0),
+        )
+
+    def refresh_document(self) -> RefreshSecret:
+        text = self.secretsmanager.current_text(REFRESH_SECRET)
+        assert text is not None
+        return RefreshSecret.from_json(text)
+
+    def service_document(self) -> ServiceTokenDocument:
+        text = self.secretsmanager.current_text(SERVICE_SECRET)
+        assert text is not None
+        return ServiceTokenDocument.from_json(text)
+
+    def newest_refresh_token(self) -> str:
+        credential = self.refresh_document().credential
+        assert credential is not None
+        return credential.refresh_token
+
+    def replayed_refresh_tokens(self) -> list[str | None]:
+        """Refresh tokens presented again, outside the reuse interval, after the identity
+        provider acted on them (answered 200, or lost the answer after acting): the
+        violations of invariant I1."""
+        spent: dict[str | None, float] = {}
+        replayed = []
+        for exchange in self.upstream.log:
+            if exchange.endpoint != "refresh":
+                continue
+            first = spent.get(exchange.credential)
+            if first is not None and exchange.at - first > self.reuse_interval:
+                replayed.append(exchange.credential)
+            if exchange.status in (200, None) and first is None:
+                spent[exchange.credential] = exchange.at
+        return replayed
