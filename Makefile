@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build package test demo bench emulator lock clean
+.PHONY: help venv lint format unit integration template build package dist test demo bench emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 	  --output-template-file .aws-sam/packaged.yaml
 	@echo "packaged: .aws-sam/packaged.yaml (deploy it with sam deploy --template-file, or publish it)"
 
+dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
+	$(BIN)/python scripts/build_consumer.py dist
+
 test: lint template build ## Every check: lint, types, template, build, unit and integration tests
 	$(BIN)/pytest -q tests
 
@@ -88,5 +91,5 @@ lock: ## Re-resolve requirements-dev.txt, then the layer's lock (layers/cmstoken
 	  layers/cmstoken/requirements.in
 
 clean: ## Remove the virtual environment, build output and caches
-	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .aws-sam dist .pytest_cache .mypy_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
