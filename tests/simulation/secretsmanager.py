@@ -60,6 +60,16 @@ def _no_secret(operation: str) -> ClientError:
     )
 
 
+def _token_in_use(operation: str, token: str, secret: Secret) -> ClientError:
+    return client_error(
+        operation,
+        "ResourceExistsException",
+        f"You can't use ClientRequestToken {token} because that value is already in use for a "
+        f"version of secret {secret.arn}.",
+        400,
+    )
+
+
 @dataclass
 class Version:
     """One version of a secret: its value and staging labels."""
@@ -110,18 +120,31 @@ class SecretsManagerModel:
     def create_secret(
         self, *, Name: str, SecretString: str | None = None, ClientRequestToken: str | None = None
     ) -> dict[str, Any]:
+        token = _token(ClientRequestToken)
+
         def act() -> dict[str, Any]:
-            if Name in self.secrets:
-                raise client_error(
-                    "CreateSecret",
-                    "ResourceExistsException",
-                    f"The operation failed because the secret {Name} already exists.",
-                    400,
-                )
+            existing = self.secrets.get(Name)
+            if existing is not None:
+                version = existing.versions.get(token)
+                if version is None:
+                    raise client_error(
+                        "CreateSecret",
+                        "ResourceExistsException",
+                        f"The operation failed because the secret {Name} already exists.",
+                        400,
+                    )
+                if version.text != SecretString:
+                    raise _token_in_use("CreateSecret", token, existing)
+                # The same request again: answered with the current version, as moto does.
+                again: dict[str, Any] = {"ARN": existing.arn, "Name": Name}
+                current = existing.staged(CURRENT)
+                if current is not None:
+                    again["VersionId"] = current.version_id
+                return again
             secret = self.secrets[Name] = Secret(Name)
             answer: dict[str, Any] = {"ARN": secret.arn, "Name": Name}
             if SecretString is not None:
-                version = self._add(secret, SecretString, _token(ClientRequestToken))
+                version = self._add(secret, SecretString, token)
                 answer["VersionId"] = version.version_id
             return answer
 
@@ -182,13 +205,7 @@ class SecretsManagerModel:
             existing = secret.versions.get(token)
             if existing is not None:
                 if existing.text != SecretString:
-                    raise client_error(
-                        "PutSecretValue",
-                        "ResourceExistsException",
-                        f"You can't use ClientRequestToken {token} because that value is "
-                        f"already in use for a version of secret {secret.arn}.",
-                        400,
-                    )
+                    raise _token_in_use("PutSecretValue", token, secret)
                 version = existing  # the same request again: ignored
             else:
                 version = self._add(secret, SecretString, token)

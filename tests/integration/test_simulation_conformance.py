@@ -1,0 +1,418 @@
+"""The simulation's models cannot drift: the same operation sequences (generated, bounded,
+derandomized) run against the in-memory Secrets Manager and moto's server, and against the
+in-memory identity provider and service and the emulator over HTTP, with the same outcomes.
+
+Outcomes compared: Secrets Manager answers (version ids, values, staging labels) and error codes
+with their HTTP statuses; refresh answers (which token was issued, as its position among the
+tokens issued so far), refusals (status and OAuth error) and lost answers, and after every step
+whether each token issued so far is usable and whether its family is revoked; exchanges and
+project listings (accepted or the error and status).
+
+Where moto and AWS differ, the model follows AWS and the comparison follows the model: versions
+that lost every staging label are deprecated, so AWS leaves them out of ``DescribeSecret`` and
+of ``ListSecretVersionIds`` without ``IncludeDeprecated`` while moto lists them with no labels.
+
+Time: the emulator's clock is real time plus an offset, so steps move both clocks by amounts
+whose sums stay whole seconds away from every boundary the models compare against (the reuse
+interval, the token and family lifetimes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cmsemu import Emulator
+from cmstoken.errors import CmsTokenError
+from cmstoken.http import HttpTransport
+from cmstoken.identity import IdentityClient
+from cmstoken.service import ServiceClient
+from simulation.secretsmanager import SecretsManagerModel
+from simulation.upstream import (
+    BASE_URL,
+    CLIENT_ID,
+    FREETRIAL_CLIENT_ID,
+    ISSUER_URL,
+    IdentityProviderModel,
+    SimulatedUpstream,
+)
+from simulation.world import SimClock
+
+pytestmark = pytest.mark.integration
+
+CONFORMANCE = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=40,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+# --- Secrets Manager: the model and moto's server ------------------------------------------
+
+SECRETS = ("alpha", "alpha", "alpha", "beta")
+TOKENS = tuple(f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-00000000000{n}" for n in range(4))
+VALUES = ("one", "two", "three")
+
+Op = tuple[Any, ...]
+
+secret_ops = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(SECRETS), st.sampled_from((None, *VALUES))),
+    *[
+        st.tuples(
+            st.just("put"),
+            st.sampled_from(SECRETS),
+            st.sampled_from(VALUES),
+            st.sampled_from(TOKENS),
+        )
+    ]
+    * 3,
+    st.tuples(st.just("get"), st.sampled_from(SECRETS)),
+    st.tuples(
+        st.just("get_stage"), st.sampled_from(SECRETS), st.sampled_from(("AWSPREVIOUS", "X"))
+    ),
+    st.tuples(st.just("get_version"), st.sampled_from(SECRETS), st.sampled_from(TOKENS)),
+    st.tuples(st.just("describe"), st.sampled_from(SECRETS)),
+    st.tuples(st.just("list"), st.sampled_from(SECRETS), st.booleans()),
+)
+
+
+def _secret_call(client: Any, op: Op) -> Any:
+    kind, name = op[0], op[1]
+    if kind == "create":
+        if op[2] is None:
+            return client.create_secret(Name=name)
+        return client.create_secret(Name=name, SecretString=op[2], ClientRequestToken=TOKENS[0])
+    if kind == "put":
+        return client.put_secret_value(SecretId=name, SecretString=op[2], ClientRequestToken=op[3])
+    if kind == "get":
+        return client.get_secret_value(SecretId=name)
+    if kind == "get_stage":
+        return client.get_secret_value(SecretId=name, VersionStage=op[2])
+    if kind == "get_version":
+        return client.get_secret_value(SecretId=name, VersionId=op[2])
+    if kind == "describe":
+        return client.describe_secret(SecretId=name)
+    return client.list_secret_version_ids(SecretId=name, IncludeDeprecated=op[2])
+
+
+def _secret_outcome(client: Any, op: Op, *, moto: bool = False) -> Any:
+    """What an operation answered, in the terms compared; with ``moto``, its answer as AWS
+    gives it (see the module docstring)."""
+    try:
+        answer = _secret_call(client, op)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return ("error", error.get("Code"), status)
+    kind = op[0]
+    if kind == "describe":
+        stages = answer.get("VersionIdsToStages", {})
+        return ("described", sorted((k, sorted(v)) for k, v in stages.items() if v or not moto))
+    if kind == "list":
+        versions = [
+            (v["VersionId"], sorted(v["VersionStages"]))
+            for v in answer["Versions"]
+            if v["VersionStages"] or op[2] or not moto
+        ]
+        return ("listed", sorted(versions))
+    return (
+        "ok",
+        answer.get("Name"),
+        answer.get("VersionId"),
+        answer.get("SecretString"),
+        sorted(answer.get("VersionStages", [])),
+    )
+
+
+def _applicable(model: SecretsManagerModel, op: Op) -> bool:
+    # moto's server answers ListSecretVersionIds of a missing secret with a 500 (a KeyError).
+    return not (op[0] == "list" and op[1] not in model.secrets)
+
+
+@settings(CONFORMANCE, max_examples=100)
+@given(
+    ops=st.lists(secret_ops, min_size=1, max_size=16).map(
+        lambda ops: [("create", "alpha", None), *ops]
+    )
+)
+def test_the_secrets_manager_model_answers_as_moto_does(moto_server: str, ops: list[Op]) -> None:
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
+    moto = boto3.client("secretsmanager")
+    model = SecretsManagerModel()
+    for step, op in enumerate(ops):
+        if not _applicable(model, op):
+            continue
+        expected = _secret_outcome(moto, op, moto=True)
+        assert _secret_outcome(model, op) == expected, f"step {step}: {op}"
+
+
+def test_the_secrets_manager_comparison_sees_every_kind_of_answer(moto_server: str) -> None:
+    """The generated sequences above can only be trusted if the comparison distinguishes the
+    answers that matter: one fixed sequence, checked against moto's own answers."""
+    moto = boto3.client("secretsmanager")
+    steps: list[Op] = [
+        ("get", "alpha"),
+        ("create", "alpha", None),
+        ("get", "alpha"),
+        ("put", "alpha", "one", TOKENS[1]),
+        ("put", "alpha", "one", TOKENS[1]),
+        ("put", "alpha", "two", TOKENS[1]),
+        ("put", "alpha", "two", TOKENS[2]),
+        ("put", "alpha", "three", TOKENS[3]),
+        ("get_stage", "alpha", "AWSPREVIOUS"),
+        ("get_version", "alpha", TOKENS[1]),
+        ("describe", "alpha"),
+        ("list", "alpha", True),
+        ("list", "alpha", False),
+    ]
+    outcomes = [_secret_outcome(moto, op, moto=True) for op in steps]
+    assert outcomes == [
+        ("error", "ResourceNotFoundException", 404),
+        ("ok", "alpha", None, None, []),
+        ("error", "ResourceNotFoundException", 404),
+        ("ok", "alpha", TOKENS[1], None, ["AWSCURRENT"]),
+        ("ok", "alpha", TOKENS[1], None, ["AWSCURRENT"]),
+        ("error", "ResourceExistsException", 400),
+        ("ok", "alpha", TOKENS[2], None, ["AWSCURRENT"]),
+        ("ok", "alpha", TOKENS[3], None, ["AWSCURRENT"]),
+        ("ok", "alpha", TOKENS[2], "two", ["AWSPREVIOUS"]),
+        ("ok", "alpha", TOKENS[1], "one", []),
+        ("described", [(TOKENS[2], ["AWSPREVIOUS"]), (TOKENS[3], ["AWSCURRENT"])]),
+        (
+            "listed",
+            sorted([(TOKENS[1], []), (TOKENS[2], ["AWSPREVIOUS"]), (TOKENS[3], ["AWSCURRENT"])]),
+        ),
+        ("listed", [(TOKENS[2], ["AWSPREVIOUS"]), (TOKENS[3], ["AWSCURRENT"])]),
+    ]
+    model = SecretsManagerModel()
+    assert [_secret_outcome(model, op) for op in steps] == outcomes
+
+
+# --- the identity provider and service: the models and the emulator --------------------------
+
+# Steps of 25 and 50 seconds and of a day and a second never add up to within a second of the
+# 60 s reuse interval, the day-long token lifetimes, or these family lifetimes (short, so that
+# short sequences reach them).
+SMALL_STEPS = (25, 50)
+BIG_STEP = 86400 + 1
+IDLE_LIFETIME = 2 * 86400 + 13
+ABSOLUTE_LIFETIME = 4 * 86400 + 13
+REUSE_INTERVALS = (0, 60)
+CLIENTS = (CLIENT_ID, FREETRIAL_CLIENT_ID, "stranger")
+
+refresh_ops = st.tuples(
+    st.just("refresh"),
+    st.integers(0, 3),  # 0: the newest token issued, 1: the one before, ...
+    st.sampled_from((CLIENT_ID, CLIENT_ID, *CLIENTS)),
+    st.sampled_from((False, False, True)),  # True: the answer is lost after the provider acted
+)
+upstream_ops = st.one_of(
+    refresh_ops,
+    refresh_ops,
+    refresh_ops,
+    st.tuples(st.just("authorize"), st.sampled_from(CLIENTS[:2])),
+    st.tuples(st.just("advance"), st.sampled_from((*SMALL_STEPS, BIG_STEP))),
+    st.tuples(st.just("exchange"), st.integers(0, 7)),
+    st.tuples(st.just("exchange_forged")),
+    st.tuples(st.just("projects"), st.integers(0, 7)),
+)
+
+
+class Upstream:
+    """One side of the comparison: the real clients, and how to drive and inspect its
+    identity provider. Tokens are known by their position in the order they were issued."""
+
+    def __init__(
+        self,
+        identity: IdentityClient,
+        service: ServiceClient,
+        *,
+        authorize: Callable[[str], dict[str, Any]],
+        advance: Callable[[float], None],
+        lose_refresh: Callable[[], None],
+        usable: Callable[[str], bool],
+        revoked: Callable[[str], bool],
+    ) -> None:
+        self.identity = identity
+        self.service = service
+        self.authorize = authorize
+        self.advance = advance
+        self.lose_refresh = lose_refresh
+        self.usable = usable
+        self.revoked = revoked
+        self.refresh_tokens: list[str] = []
+        self.access_tokens: list[str] = []
+        self.service_tokens: list[str] = []
+
+    def step(self, op: Op) -> Any:
+        kind = op[0]
+        if kind == "authorize":
+            tokens = self.authorize(op[1])
+            self.refresh_tokens.append(tokens["refresh_token"])
+            self.access_tokens.append(tokens["access_token"])
+            return ("authorized", len(self.refresh_tokens) - 1)
+        if kind == "advance":
+            self.advance(op[1])
+            return ("advanced", op[1])
+        if kind == "refresh":
+            if not self.refresh_tokens:
+                return ("nothing to refresh",)
+            token = self.refresh_tokens[-1 - op[1] % len(self.refresh_tokens)]
+            if op[3]:
+                self.lose_refresh()
+            return self._call(
+                lambda: self.identity.refresh(client_id=op[2], refresh_token=token),
+                lambda answer: self._issued(answer.refresh_token, answer.access_token),
+            )
+        if kind in ("exchange", "exchange_forged"):
+            if kind == "exchange" and not self.access_tokens:
+                return ("nothing to exchange",)
+            raw = (
+                "forged"
+                if kind == "exchange_forged"
+                else self.access_tokens[op[1] % len(self.access_tokens)]
+            )
+            return self._call(
+                lambda: self.service.exchange(raw, fallback_expires_at=0),
+                lambda answer: self._minted(answer.token),
+            )
+        if not self.service_tokens:
+            return ("nothing to list with",)
+        bearer = self.service_tokens[op[1] % len(self.service_tokens)]
+        return self._call(lambda: self.service.list_projects(bearer), lambda answer: len(answer))
+
+    def tokens_state(self) -> list[tuple[bool, bool]]:
+        return [(self.usable(t), self.revoked(t)) for t in self.refresh_tokens]
+
+    def _issued(self, refresh_token: str, access_token: str | None) -> Any:
+        known = refresh_token in self.refresh_tokens
+        self.refresh_tokens.append(refresh_token)
+        if access_token is not None:
+            self.access_tokens.append(access_token)
+        return ("issued", len(self.refresh_tokens) - 1, known)
+
+    def _minted(self, token: str) -> Any:
+        self.service_tokens.append(token)
+        return ("minted", len(self.service_tokens) - 1)
+
+    @staticmethod
+    def _call(call: Callable[[], Any], describe: Callable[[Any], Any]) -> Any:
+        try:
+            answer = call()
+        except CmsTokenError as exc:
+            return (
+                "error",
+                type(exc).__name__,
+                getattr(exc, "status", None),
+                getattr(exc, "code", None),
+                getattr(exc, "outcome_unknown", None),
+            )
+        return describe(answer)
+
+
+def emulator_side(emulator: Emulator, reuse_interval: float) -> Upstream:
+    emulator.reset()
+    emulator.config.refresh_reuse_interval = reuse_interval
+    emulator.config.refresh_idle_lifetime = IDLE_LIFETIME
+    emulator.config.refresh_absolute_lifetime = ABSOLUTE_LIFETIME
+    clock = SimClock()  # only stamps answers; the emulator keeps its own time
+    transport = HttpTransport()
+    return Upstream(
+        IdentityClient(emulator.issuer_url, transport=transport, clock=clock),
+        ServiceClient(emulator.base_url, transport=transport, clock=clock),
+        authorize=lambda client_id: emulator.issue_tokens(client_id=client_id),
+        advance=emulator.advance,
+        lose_refresh=lambda: emulator.inject("refresh", "drop"),
+        usable=emulator.refresh_token_valid,
+        revoked=emulator.family_revoked,
+    )
+
+
+def model_side(reuse_interval: float) -> Upstream:
+    clock = SimClock()
+    model = IdentityProviderModel(
+        clock,
+        reuse_interval=reuse_interval,
+        idle_lifetime=IDLE_LIFETIME,
+        absolute_lifetime=ABSOLUTE_LIFETIME,
+    )
+    transport = SimulatedUpstream(model)
+    return Upstream(
+        IdentityClient(ISSUER_URL, transport=transport, clock=clock),
+        ServiceClient(BASE_URL, transport=transport, clock=clock),
+        authorize=lambda client_id: model.authorize(client_id),
+        advance=clock.advance,
+        lose_refresh=lambda: transport.lose("refresh"),
+        usable=model.usable,
+        revoked=model.family_revoked,
+    )
+
+
+def run_both(emulator: Emulator, reuse_interval: float, ops: list[Op]) -> list[Any]:
+    """Run ``ops`` on both sides, asserting equal outcomes step by step; the outcomes."""
+    real, model = emulator_side(emulator, reuse_interval), model_side(reuse_interval)
+    outcomes = []
+    for step, op in enumerate(ops):
+        expected = (real.step(op), real.tokens_state())
+        assert (model.step(op), model.tokens_state()) == expected, f"step {step}: {op}"
+        outcomes.append(expected)
+    return outcomes
+
+
+@settings(CONFORMANCE, max_examples=150)
+@given(
+    reuse_interval=st.sampled_from(REUSE_INTERVALS),
+    ops=st.lists(upstream_ops, min_size=1, max_size=16).map(
+        lambda ops: [("authorize", CLIENT_ID), *ops]
+    ),
+)
+def test_the_identity_provider_model_answers_as_the_emulator_does(
+    emulator: Emulator, reuse_interval: float, ops: list[Op]
+) -> None:
+    run_both(emulator, reuse_interval, ops)
+
+
+def test_the_upstream_comparison_sees_every_kind_of_answer(emulator: Emulator) -> None:
+    """One fixed sequence through every outcome the generated ones rely on telling apart."""
+    outcomes = run_both(
+        emulator,
+        60,
+        [
+            ("authorize", CLIENT_ID),
+            ("refresh", 0, CLIENT_ID, False),  # token 1
+            ("refresh", 1, CLIENT_ID, False),  # token 0 again within the interval: token 2
+            ("advance", 50),
+            ("advance", 25),
+            ("refresh", 2, CLIENT_ID, False),  # token 0 again after it: the family is revoked
+            ("authorize", FREETRIAL_CLIENT_ID),  # token 3
+            ("refresh", 0, "stranger", False),
+            ("refresh", 0, CLIENT_ID, False),
+            ("refresh", 0, FREETRIAL_CLIENT_ID, True),  # acted, answer lost
+            ("exchange", 3),
+            ("exchange_forged",),
+            ("projects", 0),
+            ("advance", BIG_STEP),
+            ("projects", 0),
+        ],
+    )
+    steps = [outcome for outcome, _ in outcomes]
+    assert steps[1] == ("issued", 1, False)
+    assert steps[2] == ("issued", 2, False)
+    assert steps[5] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
+    assert steps[7] == ("error", "InvalidClientError", 401, "invalid_client", None)
+    assert steps[8] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
+    assert steps[9] == ("error", "UpstreamConnectionError", None, None, True)
+    assert steps[10] == ("minted", 0)
+    assert steps[11][:3] == ("error", "ServerError", 500)
+    assert steps[12] == 1
+    assert steps[14][:3] == ("error", "TokenRefusedError", 401)
+    assert outcomes[5][1] == [(False, True), (False, True), (False, True)]
+    assert outcomes[9][1][3] == (False, False)  # spent by the lost refresh, family alive
