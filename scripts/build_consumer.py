@@ -48,7 +48,7 @@ def main(outdir: str = "dist") -> int:
             shutil.copy2(PACKAGE / module, stage / "src" / "cmstoken" / module)
         shutil.copy2(ROOT / "LICENSE", stage / "LICENSE")
         shutil.copy2(TEMPLATE / "README.md", stage / "README.md")
-        pyproject = (TEMPLATE / "pyproject.toml").read_text().replace("@VERSION@", version())
+        pyproject = (TEMPLATE / "pyproject.toml.in").read_text().replace("@VERSION@", version())
         (stage / "pyproject.toml").write_text(pyproject)
         subprocess.run(  # noqa: S603 -- the build frontend of this interpreter
             [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(target)],
