@@ -145,7 +145,9 @@ class World:
             if exchange.endpoint != "refresh":
                 continue
             first = spent.get(exchange.credential)
-            if first is not None and exchange.at - first > self.reuse_interval:
+            if first is not None and not (
+                self.reuse_interval > 0 and exchange.at - first <= self.reuse_interval
+            ):
                 replayed.append(exchange.credential)
             if exchange.status in (200, None) and first is None:
                 spent[exchange.credential] = exchange.at

@@ -1,0 +1,156 @@
+"""A deterministic scheduler: actors (real product code on threads) run one at a time, and every
+call they make on a model is a scheduling point where the schedule picks who goes next.
+
+``Scheduler`` is an ``Interceptor``: pass it to the models (``World(interceptor=scheduler)``).
+An actor that reaches a model call parks; when every unfinished actor is parked, ``choose(n)``
+picks one of the ``n`` parked actors (in the order they were started), which performs its call
+and runs on to its next scheduling point or its end. Exactly one thread runs product code at a
+time, so a run is a function of its choices (the retry jitter is seeded per run).
+
+``explore`` enumerates every sequence of choices depth first (each run replays a prefix and
+takes the first alternative after it), so it visits every interleaving of the actors'
+scheduling points once, and checks that replaying a prefix meets the same choices (a run that
+did not would make the enumeration meaningless).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+WAIT_SECONDS = 10.0
+
+
+class SchedulingError(AssertionError):
+    """The scheduler lost control (an actor never parked, or a replay diverged)."""
+
+
+@dataclass
+class Actor:
+    name: str
+    body: Callable[[], Any]
+    state: str = "new"  # new, running, parked, done
+    point: str = ""
+    result: Any = None
+    error: BaseException | None = None
+    points: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    """Runs actors one scheduling point at a time (see the module docstring)."""
+
+    def __init__(self, choose: Callable[[int], int]) -> None:
+        self.choose = choose
+        self.actors: list[Actor] = []
+        self.trace: list[tuple[str, str]] = []
+        self._cond = threading.Condition()
+        self._local = threading.local()
+
+    def spawn(self, name: str, body: Callable[[], Any]) -> Actor:
+        actor = Actor(name, body)
+        self.actors.append(actor)
+        return actor
+
+    # --- the interceptor ----------------------------------------------------------------------
+
+    def __call__(self, service: str, operation: str, act: Callable[[], Any]) -> Any:
+        actor: Actor | None = getattr(self._local, "actor", None)
+        if actor is None:
+            return act()  # the test's own calls (seeding, inspection) are not scheduled
+        with self._cond:
+            actor.state, actor.point = "parked", f"{service}.{operation}"
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: actor.state == "running", WAIT_SECONDS):
+                raise SchedulingError(f"{actor.name} was never resumed")
+        actor.points.append(actor.point)
+        return act()
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Start the actors one after another (each runs to its first scheduling point), then
+        resume one parked actor at a time as ``choose`` decides, until all are done."""
+        random.seed(0)
+        for actor in self.actors:
+            self._start(actor)
+        while True:
+            parked = [a for a in self.actors if a.state == "parked"]
+            if not parked:
+                return
+            index = self.choose(len(parked)) if len(parked) > 1 else 0
+            chosen = parked[index]
+            self.trace.append((chosen.name, chosen.point))
+            with self._cond:
+                chosen.state = "running"
+                self._cond.notify_all()
+                self._settle(chosen)
+
+    def _start(self, actor: Actor) -> None:
+        def main() -> None:
+            self._local.actor = actor
+            try:
+                actor.result = actor.body()
+            except BaseException as exc:  # recorded, judged by the test
+                actor.error = exc
+            finally:
+                with self._cond:
+                    actor.state = "done"
+                    self._cond.notify_all()
+
+        with self._cond:
+            actor.state = "running"
+            threading.Thread(target=main, name=f"actor-{actor.name}", daemon=True).start()
+            self._settle(actor)
+
+    def _settle(self, actor: Actor) -> None:
+        """Wait (holding the condition) until ``actor`` parks again or ends."""
+        if not self._cond.wait_for(lambda: actor.state != "running", WAIT_SECONDS):
+            raise SchedulingError(f"{actor.name} neither reached a scheduling point nor ended")
+
+
+class Explorer:
+    """Depth-first enumeration of choice sequences (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.prefix: list[int] = []
+        self.trace: list[tuple[int, int]] = []
+
+    def choose(self, count: int) -> int:
+        position = len(self.trace)
+        if position < len(self.prefix):
+            choice = self.prefix[position]
+            if choice >= count:
+                raise SchedulingError("a replayed schedule met different choices")
+        else:
+            choice = 0
+        self.trace.append((choice, count))
+        return choice
+
+    def advance(self) -> bool:
+        """Move to the next unexplored choice sequence; ``False`` when none is left."""
+        if len(self.trace) < len(self.prefix):
+            raise SchedulingError("a replayed schedule ended before its prefix")
+        while self.trace:
+            choice, count = self.trace.pop()
+            if choice + 1 < count:
+                self.prefix = [c for c, _ in self.trace] + [choice + 1]
+                self.trace = []
+                return True
+        return False
+
+
+def explore(run_one: Callable[[Callable[[int], int]], None], *, limit: int) -> int:
+    """Call ``run_one(choose)`` once per choice sequence, all of them; returns how many.
+    ``SchedulingError`` when there are more than ``limit``."""
+    explorer = Explorer()
+    runs = 0
+    while True:
+        run_one(explorer.choose)
+        runs += 1
+        if not explorer.advance():
+            return runs
+        if runs >= limit:
+            raise SchedulingError(f"more than {limit} schedules")
