@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -57,11 +58,12 @@ class World:
     interceptor: Interceptor = direct
     reuse_interval: float = 0
     stale_reads: int = 0
+    choose: Callable[[int], int] | None = None  # which value a stale read answers
     clock: SimClock = field(default_factory=SimClock)
 
     def __post_init__(self) -> None:
         self.secretsmanager = SecretsManagerModel(
-            stale_reads=self.stale_reads, interceptor=self.interceptor
+            stale_reads=self.stale_reads, choose=self.choose, interceptor=self.interceptor
         )
         self.identity = IdentityProviderModel(self.clock, reuse_interval=self.reuse_interval)
         self.upstream = SimulatedUpstream(self.identity, interceptor=self.interceptor)
