@@ -6,7 +6,11 @@ Outcomes compared: Secrets Manager answers (version ids, values, staging labels)
 with their HTTP statuses; refresh answers (which token was issued, as its position among the
 tokens issued so far), refusals (status and OAuth error) and lost answers, and after every step
 whether each token issued so far is usable and whether its family is revoked; exchanges and
-project listings (accepted or the error and status).
+project listings (accepted or the error and status). Device authorizations: device code answers
+(user code form, addresses, lifetime, interval), polls (pending, slow down, denied, expired then
+invalid, the code's client, lost answers; the tokens of an approval and the subject they name,
+which refreshes and exchanges keep), the providers' error descriptions, and after every step
+which codes still wait for the user.
 
 Where moto and AWS differ, the model follows AWS and the comparison follows the model: versions
 that lost every staging label are deprecated, so AWS leaves them out of ``DescribeSecret`` and
@@ -19,8 +23,9 @@ interval, the token and family lifetimes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -40,8 +45,11 @@ from simulation.upstream import (
     CLIENT_ID,
     FREETRIAL_CLIENT_ID,
     ISSUER_URL,
+    SCOPE,
+    SUBJECT,
     IdentityProviderModel,
     SimulatedUpstream,
+    jwt_claims,
 )
 from simulation.world import SimClock
 
@@ -416,3 +424,287 @@ def test_the_upstream_comparison_sees_every_kind_of_answer(emulator: Emulator) -
     assert steps[14][:3] == ("error", "TokenRefusedError", 401)
     assert outcomes[5][1] == [(False, True), (False, True), (False, True)]
     assert outcomes[9][1][3] == (False, False)  # spent by the lost refresh, family alive
+
+
+# --- the device authorization: the model and the emulator ------------------------------------
+
+# Whole-second steps: the device flow only compares times the client reaches later (polls,
+# expiry), so the emulator's real elapsed time (well under a second) never crosses a boundary
+# the model sits exactly on. 5 is the poll interval, 900 the code's lifetime.
+DEVICE_STEPS = (1, 2, 5, 7, 300, 900)
+OTHER_SUBJECT = "auth0|another-user"
+
+DEVICE_OPS: dict[str, st.SearchStrategy[Op]] = {
+    "start": st.tuples(
+        st.just("start"),
+        st.sampled_from((CLIENT_ID, CLIENT_ID, *CLIENTS)),
+        st.sampled_from((True, True, True, False)),  # False: an audience the service is not
+        st.sampled_from((True, True, True, False)),  # False: no scope
+    ),
+    "poll": st.tuples(
+        st.just("poll"),
+        st.integers(0, 3),  # 0: the newest device code, 1: the one before, ...
+        st.sampled_from((None,) * 6 + CLIENTS[1:]),  # None: the code's own client
+        st.sampled_from((False, False, False, False, True)),  # True: the answer is lost
+    ),
+    "approve": st.tuples(
+        st.just("approve"),
+        st.integers(0, 3),
+        st.sampled_from((None, None, OTHER_SUBJECT)),
+        st.booleans(),  # typed in lower case with a space, as a user might
+    ),
+    "deny": st.tuples(st.just("deny"), st.integers(0, 3)),
+    "advance": st.tuples(st.just("advance"), st.sampled_from(DEVICE_STEPS)),
+    "refresh": st.tuples(st.just("refresh"), st.integers(0, 2), st.just(CLIENT_ID), st.just(False)),
+    "exchange": st.tuples(st.just("exchange"), st.integers(0, 7)),
+    "subjects": st.tuples(st.just("subjects")),
+}
+# How often each kind comes (one_of picks its alternatives alike, whatever their repeats).
+DEVICE_WEIGHTS = {"start": 2, "poll": 6, "approve": 3, "deny": 1, "advance": 5} | dict.fromkeys(
+    ("refresh", "exchange", "subjects"), 1
+)
+device_ops = st.sampled_from(
+    [kind for kind, weight in DEVICE_WEIGHTS.items() for _ in range(weight)]
+).flatmap(DEVICE_OPS.__getitem__)
+
+
+class DeviceUpstream(Upstream):
+    """``Upstream`` with the device flow: codes are known by their position in the order they
+    were issued, subjects as ``default`` (the side's provider user) or as given."""
+
+    def __init__(
+        self,
+        base: Upstream,
+        *,
+        issuer_url: str,
+        approve: Callable[[str, str | None], None],
+        deny: Callable[[str], None],
+        lose_device_token: Callable[[], None],
+        pending: Callable[[], list[str]],
+        default_subject: str,
+    ) -> None:
+        self.__dict__.update(base.__dict__)
+        self.issuer_url = issuer_url
+        self.approve = approve
+        self.deny = deny
+        self.lose_device_token = lose_device_token
+        self.pending = pending
+        self.default_subject = default_subject
+        self.codes: list[tuple[str, str, str]] = []  # device code, user code, client id
+        self.messages: list[str] = []
+
+    def step(self, op: Op) -> Any:
+        kind = op[0]
+        if kind == "start":
+            _, client_id, good_audience, scope = op
+            audience = self.service.api_url if good_audience else self.service.api_url + "/v2"
+            return self._device_call(
+                lambda: self.identity.request_device_code(
+                    client_id=client_id, scope=SCOPE if scope else "", audience=audience
+                ),
+                lambda answer: self._started(answer, client_id),
+            )
+        if kind in ("poll", "approve", "deny") and not self.codes:
+            return ("no device code",)
+        if kind == "poll":
+            device_code, _, own_client = self.codes[-1 - op[1] % len(self.codes)]
+            if op[3]:
+                self.lose_device_token()
+            return self._device_call(
+                lambda: self.identity.poll_device_token(
+                    client_id=op[2] or own_client, device_code=device_code
+                ),
+                lambda answer: (
+                    *self._issued(answer.refresh_token, answer.access_token),
+                    self._subject(answer.access_token),
+                    self._subject(answer.id_token),
+                    answer.scope,
+                    answer.expires_in,
+                ),
+            )
+        if kind == "approve":
+            user_code = self.codes[-1 - op[1] % len(self.codes)][1]
+            typed = user_code.lower().replace("-", " ") if op[3] else user_code
+            self.approve(typed, op[2])
+            return ("approved",)
+        if kind == "deny":
+            self.deny(self.codes[-1 - op[1] % len(self.codes)][1])
+            return ("denied",)
+        if kind == "subjects":
+            return (
+                "subjects",
+                [self._subject(t) for t in self.access_tokens + self.service_tokens],
+            )
+        return super().step(op)
+
+    def codes_state(self) -> list[int]:
+        """The positions of the codes still waiting for the user."""
+        waiting = set(self.pending())
+        return [i for i, (_, user_code, _) in enumerate(self.codes) if user_code in waiting]
+
+    def _started(self, answer: Any, client_id: str) -> Any:
+        self.codes.append((answer.device_code, answer.user_code, client_id))
+        uri = answer.verification_uri
+        return (
+            "started",
+            len(self.codes) - 1,
+            re.fullmatch(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}", answer.user_code)
+            is not None,
+            uri == self.issuer_url + "activate",
+            answer.verification_uri_complete == f"{uri}?user_code={answer.user_code}",
+            answer.expires_in,
+            answer.interval,
+            len({code for _, code, _ in self.codes}) == len(self.codes),
+        )
+
+    def _subject(self, token: str | None) -> str | None:
+        if token is None:
+            return None
+        subject = jwt_claims(token).get("sub")
+        return "default" if subject == self.default_subject else subject
+
+    def _device_call(self, call: Callable[[], Any], describe: Callable[[Any], Any]) -> Any:
+        """As ``_call``; the messages of the answered errors (which carry the provider's
+        ``error_description``) are kept in ``messages``, the side's addresses left out."""
+
+        def described() -> Any:
+            try:
+                return call()
+            except CmsTokenError as exc:
+                if getattr(exc, "status", None) is not None:
+                    self.messages.append(str(exc).replace(self.service.api_url, "{api_url}"))
+                raise
+
+        return self._call(described, describe)
+
+
+def emulator_device_side(emulator: Emulator) -> DeviceUpstream:
+    base = emulator_side(emulator, 0)
+
+    def pending() -> list[str]:
+        state = requests.get(f"{emulator.base_url}/_emulator/state", timeout=10).json()
+        codes: list[str] = state["pending_user_codes"]
+        return codes
+
+    return DeviceUpstream(
+        base,
+        issuer_url=emulator.issuer_url,
+        approve=emulator.approve,
+        deny=emulator.deny,
+        lose_device_token=lambda: emulator.inject("device_token", "drop"),
+        pending=pending,
+        default_subject=emulator.subject,
+    )
+
+
+def model_device_side() -> DeviceUpstream:
+    base = model_side(0)
+    transport = cast(SimulatedUpstream, base.identity.transport)
+    model = transport.identity
+    return DeviceUpstream(
+        base,
+        issuer_url=ISSUER_URL,
+        approve=model.approve,
+        deny=model.deny,
+        lose_device_token=lambda: transport.lose("device_token"),
+        pending=model.pending_user_codes,
+        default_subject=SUBJECT,
+    )
+
+
+def run_device_flows(emulator: Emulator, ops: list[Op]) -> list[Any]:
+    """Run ``ops`` on both sides, asserting equal outcomes (with the codes still waiting and the
+    refresh tokens' states) step by step; the outcomes."""
+    real, model = emulator_device_side(emulator), model_device_side()
+    outcomes = []
+    for step, op in enumerate(ops):
+        expected = (real.step(op), real.codes_state(), real.tokens_state())
+        actual = (model.step(op), model.codes_state(), model.tokens_state())
+        assert actual == expected, f"step {step}: {op}"
+        assert model.messages == real.messages, f"step {step}: {op}"
+        outcomes.append(expected)
+    return outcomes
+
+
+@settings(CONFORMANCE, max_examples=120)
+@given(
+    ops=st.lists(device_ops, min_size=6, max_size=24).map(
+        lambda ops: [("start", CLIENT_ID, True, True), *ops]
+    ),
+)
+def test_the_device_authorization_model_answers_as_the_emulator_does(
+    emulator: Emulator, ops: list[Op]
+) -> None:
+    run_device_flows(emulator, ops)
+
+
+def test_the_device_flow_comparison_sees_every_kind_of_answer(emulator: Emulator) -> None:
+    """One fixed sequence through every device flow outcome the generated ones rely on telling
+    apart."""
+    outcomes = run_device_flows(
+        emulator,
+        [
+            ("start", CLIENT_ID, True, True),  # code 0
+            ("poll", 0, None, False),  # pending
+            ("poll", 0, None, False),  # too soon: slow down (interval 10)
+            ("advance", 7),
+            ("poll", 0, None, False),  # 7 s < 10 s: slow down again (interval 15)
+            ("advance", 300),
+            ("poll", 0, None, False),  # pending
+            ("approve", 0, OTHER_SUBJECT, True),
+            ("advance", 300),
+            ("poll", 0, FREETRIAL_CLIENT_ID, False),  # another client's poll
+            ("poll", 0, None, False),  # approved: tokens naming the other subject
+            ("poll", 0, None, False),  # consumed
+            ("refresh", 0, CLIENT_ID, False),  # the family keeps its subject
+            ("exchange", 1),
+            ("subjects",),
+            ("start", "stranger", True, True),
+            ("start", CLIENT_ID, False, True),
+            ("start", CLIENT_ID, True, False),
+            ("start", FREETRIAL_CLIENT_ID, True, True),  # code 1
+            ("deny", 0),
+            ("advance", 5),
+            ("poll", 0, None, False),  # denied
+            ("start", CLIENT_ID, True, True),  # code 2
+            ("poll", 0, None, True),  # acted (pending), answer lost
+            ("advance", 300),
+            ("advance", 300),
+            ("advance", 300),
+            ("poll", 0, None, False),  # expired
+            ("poll", 0, None, False),  # then invalid
+            ("start", CLIENT_ID, True, True),  # code 3
+            ("approve", 0, None, False),
+            ("advance", 5),
+            ("poll", 0, None, False),  # approved as the provider's user
+        ],
+    )
+    steps = [outcome for outcome, _, _ in outcomes]
+    assert steps[0] == ("started", 0, True, True, True, 900, 5, True)
+    assert outcomes[0][1] == [0]
+    assert steps[1] == ("error", "AuthorizationPendingError", 403, "authorization_pending", None)
+    assert steps[2] == ("error", "SlowDownError", 429, "slow_down", None)
+    assert steps[4] == steps[2]
+    assert steps[6] == steps[1]
+    assert outcomes[7][1] == []  # approved: no longer waiting
+    assert steps[9] == ("error", "InvalidClientError", 401, "invalid_client", None)
+    assert steps[10] == (
+        "issued",
+        0,
+        False,
+        OTHER_SUBJECT,
+        OTHER_SUBJECT,
+        SCOPE,
+        86400,
+    )
+    assert steps[11] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
+    assert steps[12] == ("issued", 1, False)
+    assert steps[14] == ("subjects", [OTHER_SUBJECT, OTHER_SUBJECT, OTHER_SUBJECT])
+    assert steps[15] == ("error", "InvalidClientError", 401, "invalid_client", None)
+    assert steps[16][:4] == ("error", "AccessDeniedError", 403, "access_denied")
+    assert steps[17][:4] == ("error", "RequestRejectedError", 400, "invalid_request")
+    assert steps[21] == ("error", "AccessDeniedError", 403, "access_denied", None)
+    assert steps[23] == ("error", "UpstreamConnectionError", None, None, True)
+    assert steps[27] == ("error", "ExpiredTokenError", 403, "expired_token", None)
+    assert steps[28] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
+    assert steps[32][3:5] == ("default", "default")

@@ -1,15 +1,24 @@
 """The identity provider and the service in memory, behind an ``HttpTransport``.
 
 ``SimulatedUpstream`` is an ``HttpTransport`` whose ``request`` answers the identity provider's
-token endpoint (the refresh grant) and the service's provider, exchange and project listing
-endpoints from in-memory models, with the same statuses and bodies as the emulator, so that the
-real ``IdentityClient``, ``ServiceClient`` and response parsers run unchanged.
+device code and token endpoints (the device code and refresh grants) and the service's provider,
+exchange and project listing endpoints from in-memory models, with the same statuses and bodies
+as the emulator, so that the real ``IdentityClient``, ``ServiceClient``, device flow and response
+parsers run unchanged.
 
 ``IdentityProviderModel`` follows the emulator's refresh families (``cmsemu.families``): every
 refresh rotates the token; presenting a used token again revokes the whole family, except the
 immediately previous token within ``reuse_interval`` seconds of its first use; absolute and idle
-lifetimes end a family. ``ServiceModel`` exchanges unexpired access tokens of the provider for
-service tokens and lists projects for unexpired service tokens.
+lifetimes end a family. Its device authorizations follow the emulator's (``cmsemu.devices``,
+``cmsemu.idp``): a device code and a user code (``XXXX-XXXX``, deterministic here) per request;
+polls answer ``authorization_pending`` until the user acts (``approve(user_code, subject)``,
+``deny(user_code)``: the controls of the emulator), ``slow_down`` (the interval grows by 5 s) when
+a poll comes sooner than the interval after the previous one, ``access_denied`` once denied,
+``expired_token`` once the code expired and ``invalid_grant`` after that (and for a consumed or
+unknown code); an approved code yields a new family, its tokens naming the approving subject
+(``sub``; the provider's one user by default), in its refresh answers too. ``ServiceModel``
+exchanges unexpired access tokens of the provider for service tokens (naming the access token's
+subject) and lists projects for unexpired service tokens.
 
 Lost responses: ``lose(endpoint)`` makes the next request to that endpoint act and then fail as
 ``HttpTransport`` fails when the connection drops (``UpstreamConnectionError``) or the time limit
@@ -42,6 +51,11 @@ FREETRIAL_CLIENT_ID = "cms-freetrial-client"
 SCOPE = "openid profile email offline_access"
 REFRESH_SCOPE = "openid profile offline_access"
 SUBJECT = "auth0|simulated-user"
+VERIFICATION_URI = ISSUER_URL + "activate"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
+SLOW_DOWN_STEP = 5
+ID_TOKEN_LIFETIME = 36000
 DAY = 86400
 Loss = Literal["connection", "timeout"]
 
@@ -64,6 +78,10 @@ def _invalid_grant() -> OAuthRefusalError:
     return OAuthRefusalError(403, "invalid_grant", "Unknown or invalid refresh token.")
 
 
+def _invalid_device_code() -> OAuthRefusalError:
+    return OAuthRefusalError(403, "invalid_grant", "Invalid or expired device code.")
+
+
 def _jwt(claims: dict[str, Any]) -> str:
     """An unsigned-looking JWT (the models keep the tokens they issued; nothing verifies it)."""
 
@@ -71,6 +89,50 @@ def _jwt(claims: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.c2ltdWxhdGVk"
+
+
+def jwt_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT (its signature unchecked)."""
+    payload = token.split(".")[1]
+    claims: dict[str, Any] = json.loads(
+        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    )
+    return claims
+
+
+def normalize_user_code(text: str) -> str:
+    """A user code as ``XXXX-XXXX`` whatever case, spaces or dashes were typed (as the
+    emulator reads it)."""
+    letters = "".join(text.split()).replace("-", "").upper()
+    return f"{letters[:4]}-{letters[4:]}" if len(letters) == 8 else letters
+
+
+def _user_code(serial: int) -> str:
+    """The ``serial``-th user code: eight letters of the emulator's alphabet, distinct for every
+    serial below 20**8 (7919 is prime to 20)."""
+    value = (serial * 7919 + 104_729) % len(USER_CODE_ALPHABET) ** 8
+    letters = ""
+    for _ in range(8):
+        value, digit = divmod(value, len(USER_CODE_ALPHABET))
+        letters += USER_CODE_ALPHABET[digit]
+    return f"{letters[:4]}-{letters[4:]}"
+
+
+@dataclass
+class DeviceCode:
+    """One device authorization (``cmsemu.devices.DeviceCode``); ``status`` is pending,
+    approved, denied or consumed."""
+
+    device_code: str
+    user_code: str
+    client_id: str
+    scope: str
+    expires_at: float
+    interval: int
+    status: str = "pending"
+    subject: str | None = None
+    last_poll_at: float | None = None
+    expiry_reported: bool = False
 
 
 @dataclass
@@ -82,6 +144,7 @@ class Family:
     last_refresh_at: float
     newest: str = ""
     revoked: bool = False
+    subject: str | None = None
 
 
 @dataclass
@@ -93,23 +156,120 @@ class RefreshToken:
 
 @dataclass
 class IdentityProviderModel:
-    """Refresh token families (see the module docstring); lifetimes in seconds, 0 disables."""
+    """Refresh token families and device authorizations (see the module docstring); lifetimes
+    in seconds, 0 disables the refresh lifetimes."""
 
     clock: Clock
     reuse_interval: float = 0
     absolute_lifetime: float = 30 * DAY
     idle_lifetime: float = 30 * DAY
     access_token_lifetime: int = DAY
+    device_code_lifetime: int = 900
+    poll_interval: int = 5
+    auto_approve: bool = False
     client_ids: tuple[str, ...] = (CLIENT_ID, FREETRIAL_CLIENT_ID)
     tokens: dict[str, RefreshToken] = field(default_factory=dict)
     access_tokens: dict[str, float] = field(default_factory=dict)
+    devices: dict[str, DeviceCode] = field(default_factory=dict)
+    user_codes: dict[str, DeviceCode] = field(default_factory=dict)
     minted: int = 0
 
-    def authorize(self, client_id: str = CLIENT_ID, scope: str = SCOPE) -> dict[str, Any]:
-        """Start a family now, as a completed device flow does; the raw token response."""
+    def authorize(
+        self, client_id: str = CLIENT_ID, scope: str = SCOPE, subject: str | None = None
+    ) -> dict[str, Any]:
+        """Start a family now (by ``subject``, the provider's user by default), as a completed
+        device flow does; the raw token response."""
         now = self.clock.now()
-        family = Family(client_id, authorized_at=now, last_refresh_at=now)
+        family = Family(client_id, authorized_at=now, last_refresh_at=now, subject=subject)
         return self._answer(family, self._mint(family, None), scope)
+
+    # --- the device authorization (cmsemu.idp.device_code, cmsemu.devices) ------------------
+
+    def request_device_code(self, client_id: str, scope: str, audience: str) -> dict[str, Any]:
+        """The device code endpoint's answer for a validated request, or ``OAuthRefusalError``
+        (the form's required fields are checked by the transport, in the emulator's order)."""
+        if client_id not in self.client_ids:
+            raise OAuthRefusalError(401, "invalid_client", "Unknown client.")
+        if audience != API_URL:
+            raise OAuthRefusalError(403, "access_denied", f"Service not found: {audience}")
+        serial = len(self.devices) + 1
+        code = DeviceCode(
+            device_code=f"sim-device-{serial}",
+            user_code=_user_code(serial),
+            client_id=client_id,
+            scope=scope,
+            expires_at=self.clock.now() + self.device_code_lifetime,
+            interval=self.poll_interval,
+            status="approved" if self.auto_approve else "pending",
+        )
+        self.devices[code.device_code] = self.user_codes[code.user_code] = code
+        return {
+            "device_code": code.device_code,
+            "user_code": code.user_code,
+            "verification_uri": VERIFICATION_URI,
+            "verification_uri_complete": f"{VERIFICATION_URI}?user_code={code.user_code}",
+            "expires_in": self.device_code_lifetime,
+            "interval": self.poll_interval,
+        }
+
+    def approve(self, user_code: str, subject: str | None = None) -> None:
+        """The user approves ``user_code``, signed in as ``subject`` (the provider's one user by
+        default); ``KeyError`` if it was never issued. As in the emulator, any code's status is
+        set, whatever it was."""
+        self._set_status(user_code, "approved", subject)
+
+    def deny(self, user_code: str) -> None:
+        """The user cancels ``user_code``; ``KeyError`` if it was never issued."""
+        self._set_status(user_code, "denied", None)
+
+    def pending_user_codes(self) -> list[str]:
+        """The user codes still waiting for the user (pending and unexpired)."""
+        now = self.clock.now()
+        return [
+            code.user_code
+            for code in self.user_codes.values()
+            if code.status == "pending" and now < code.expires_at
+        ]
+
+    def poll_device(self, device_code: str, client_id: str) -> dict[str, Any]:
+        """A device-token poll: the raw token response of the new family once approved, or
+        ``OAuthRefusalError`` (``cmsemu.devices.DeviceCodes.poll``)."""
+        now = self.clock.now()
+        code = self.devices.get(device_code)
+        if code is None or code.status == "consumed":
+            raise _invalid_device_code()
+        if code.client_id != client_id:
+            raise OAuthRefusalError(401, "invalid_client", "Client does not match the device code.")
+        if now >= code.expires_at:
+            if code.expiry_reported:
+                raise _invalid_device_code()
+            code.expiry_reported = True
+            raise OAuthRefusalError(403, "expired_token", "The device code has expired.")
+        if code.status == "denied":
+            raise OAuthRefusalError(
+                403, "access_denied", "User cancelled the confirmation prompt or consent page."
+            )
+        previous, code.last_poll_at = code.last_poll_at, now
+        if previous is not None and now - previous < code.interval:
+            code.interval += SLOW_DOWN_STEP
+            raise OAuthRefusalError(
+                429,
+                "slow_down",
+                f"You are polling faster than the specified interval of {code.interval} seconds.",
+            )
+        if code.status == "pending":
+            raise OAuthRefusalError(
+                403, "authorization_pending", "User has yet to authorize device code."
+            )
+        code.status = "consumed"
+        return self.authorize(code.client_id, code.scope, code.subject)
+
+    def _set_status(self, user_code: str, status: str, subject: str | None) -> None:
+        code = self.user_codes[normalize_user_code(user_code)]
+        code.status = status
+        code.subject = subject
+
+    # --- refresh families (cmsemu.families) --------------------------------------------------
 
     def refresh(self, client_id: str, refresh_token: str) -> dict[str, Any]:
         """The refresh grant: the raw token response, or ``OAuthRefusalError``."""
@@ -172,11 +332,12 @@ class IdentityProviderModel:
     def _answer(self, family: Family, refresh_token: str, scope: str) -> dict[str, Any]:
         iat = int(self.clock.now())
         exp = iat + self.access_token_lifetime
+        subject = family.subject or SUBJECT
         self.minted += 1
         access_token = _jwt(
             {
                 "iss": ISSUER_URL,
-                "sub": SUBJECT,
+                "sub": subject,
                 "aud": [API_URL, ISSUER_URL + "userinfo"],
                 "iat": iat,
                 "exp": exp,
@@ -188,7 +349,15 @@ class IdentityProviderModel:
         self.access_tokens[access_token] = exp
         return {
             "access_token": access_token,
-            "id_token": _jwt({"iss": ISSUER_URL, "sub": SUBJECT, "aud": family.client_id}),
+            "id_token": _jwt(
+                {
+                    "iss": ISSUER_URL,
+                    "sub": subject,
+                    "aud": family.client_id,
+                    "iat": iat,
+                    "exp": iat + ID_TOKEN_LIFETIME,
+                }
+            ),
             "refresh_token": refresh_token,
             "scope": scope,
             "expires_in": self.access_token_lifetime,
@@ -207,7 +376,8 @@ class ServiceModel:
     minted: int = 0
 
     def exchange(self, access_token: object) -> str | None:
-        """A new service token, or ``None`` when the access token is not valid now."""
+        """A new service token naming the access token's subject, or ``None`` when the access
+        token is not valid now."""
         if not isinstance(access_token, str) or not self.identity.access_token_valid(access_token):
             return None
         iat = int(self.identity.clock.now())
@@ -215,7 +385,7 @@ class ServiceModel:
         token = _jwt(
             {
                 "iss": BASE_URL,
-                "sub": SUBJECT,
+                "sub": jwt_claims(access_token)["sub"],
                 "aud": API_URL,
                 "iat": iat,
                 "exp": iat + self.service_token_lifetime,
@@ -251,6 +421,12 @@ def _json(status: int, payload: object) -> HttpResponse:
 
 def _oauth_error(refusal: OAuthRefusalError) -> HttpResponse:
     return _json(refusal.status, {"error": refusal.error, "error_description": refusal.description})
+
+
+def _require(form: Mapping[str, str], *names: str) -> None:
+    for name in names:
+        if not form.get(name):
+            raise OAuthRefusalError(400, "invalid_request", f"Missing required parameter: {name}")
 
 
 def _service_error(status: int, details: str) -> HttpResponse:
@@ -336,8 +512,11 @@ class SimulatedUpstream(HttpTransport):
         form = dict(form or {})
         if method == "POST" and url == ISSUER_URL + "oauth/token":
             grant = form.get("grant_type")
-            name = "refresh" if grant == "refresh_token" else "token"
-            return name, form.get("refresh_token"), lambda: self._token(form)
+            name = {"refresh_token": "refresh", DEVICE_GRANT: "device_token"}.get(grant or "")
+            credential = form.get("device_code") or form.get("refresh_token")
+            return name or "token", credential, lambda: self._token(form)
+        if method == "POST" and url == ISSUER_URL + "oauth/device/code":
+            return "device_code", None, lambda: self._device_code(form)
         if url.startswith(BASE_URL):
             if method == "GET" and path == "/api/v3/auth/provider":
                 return "provider", None, self._provider
@@ -349,26 +528,35 @@ class SimulatedUpstream(HttpTransport):
                 return "projects", bearer or None, lambda: self._projects(bearer or None)
         return "unknown", None, lambda: _service_error(404, f"no route for {method} {path}")
 
-    def _token(self, form: dict[str, str]) -> HttpResponse:
-        grant = form.get("grant_type")
-        if not grant:
-            refusal = OAuthRefusalError(
-                400, "invalid_request", "Missing required parameter: grant_type"
-            )
-            return _oauth_error(refusal)
-        if grant != "refresh_token":
-            return _oauth_error(
-                OAuthRefusalError(400, "unsupported_grant_type", f"Unsupported grant type: {grant}")
-            )
-        for required in ("client_id", "refresh_token"):
-            if not form.get(required):
-                return _oauth_error(
-                    OAuthRefusalError(
-                        400, "invalid_request", f"Missing required parameter: {required}"
-                    )
-                )
+    def _device_code(self, form: dict[str, str]) -> HttpResponse:
         try:
-            return _json(200, self.identity.refresh(form["client_id"], form["refresh_token"]))
+            _require(form, "client_id")
+            if form["client_id"] not in self.identity.client_ids:
+                raise OAuthRefusalError(401, "invalid_client", "Unknown client.")
+            _require(form, "scope", "audience")
+            return _json(
+                200,
+                self.identity.request_device_code(
+                    form["client_id"], form["scope"], form["audience"]
+                ),
+            )
+        except OAuthRefusalError as refusal:
+            return _oauth_error(refusal)
+
+    def _token(self, form: dict[str, str]) -> HttpResponse:
+        """The token endpoint (``cmsemu.idp.token``): the device code and refresh grants."""
+        grant = form.get("grant_type")
+        try:
+            if grant == DEVICE_GRANT:
+                _require(form, "device_code", "client_id")
+                return _json(200, self.identity.poll_device(form["device_code"], form["client_id"]))
+            if grant == "refresh_token":
+                _require(form, "client_id", "refresh_token")
+                return _json(200, self.identity.refresh(form["client_id"], form["refresh_token"]))
+            _require(form, "grant_type")
+            raise OAuthRefusalError(
+                400, "unsupported_grant_type", f"Unsupported grant type: {grant}"
+            )
         except OAuthRefusalError as refusal:
             return _oauth_error(refusal)
 
