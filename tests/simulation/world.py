@@ -1,4 +1,5 @@
-"""A stack wired to the models: the real ``Rotator`` on in-memory Secrets Manager and upstream."""
+"""A stack wired to the models: the real ``Rotator`` and ``Bootstrapper`` on in-memory Secrets
+Manager and upstream, as ``cmstoken.runtime`` builds them (no EventBridge notifier)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from cmstoken.bootstrap import Bootstrapper, BootstrapRequest, token_subject
 from cmstoken.documents import (
     STATUS_ACTIVE,
     RefreshCredential,
     RefreshSecret,
     ServiceTokenDocument,
 )
+from cmstoken.models import RawTokens
 from cmstoken.retry import RetryPolicy
 from cmstoken.rotation import Rotator
 from cmstoken.service import ServiceClient
@@ -75,15 +78,29 @@ class World:
         self.store = SecretStore(cast(Any, self.secretsmanager))
         self.service = ServiceClient(BASE_URL, transport=self.upstream, clock=self.clock)
 
-    def seed(self) -> None:
-        """The state a successful bootstrap leaves: an authorized credential and a verified
-        service token (written without passing the interceptor)."""
+    def create_secrets(self) -> None:
+        """Both secrets, empty, as the template creates them (not through the interceptor)."""
         interceptor, self.secretsmanager.interceptor = self.secretsmanager.interceptor, direct
         try:
             for name in (REFRESH_SECRET, SERVICE_SECRET):
                 self.secretsmanager.create_secret(Name=name)
+        finally:
+            self.secretsmanager.interceptor = interceptor
+
+    def seed(self) -> None:
+        """The state a successful bootstrap leaves: an authorized credential (recording the
+        provider's user as its identity) and a verified service token (written without passing
+        the interceptor)."""
+        self.create_secrets()
+        interceptor, self.secretsmanager.interceptor = self.secretsmanager.interceptor, direct
+        try:
             tokens = self.identity.authorize()
             now = self.clock.now()
+            subject = token_subject(
+                RawTokens.parse(tokens, received_at=now, endpoint="device_token"),
+                ISSUER_URL,
+                CLIENT_ID,
+            )
             credential = RefreshCredential(
                 refresh_token=tokens["refresh_token"],
                 client_id=CLIENT_ID,
@@ -92,6 +109,7 @@ class World:
                 authorized_at=now,
                 refreshed_at=now,
                 reauthorize_by=self.settings.reauthorize_by(now),
+                subject_sha256=subject,
             )
             self.store.write(
                 REFRESH_SECRET, RefreshSecret(credential=credential).to_json(), replacing=None
@@ -121,6 +139,22 @@ class World:
             owner=owner,
             upstream_retry=RetryPolicy(attempts=2, base_delay=0.5, max_delay=1.0),
         )
+
+    def bootstrapper(self) -> Bootstrapper:
+        """A bootstrap invocation, built as ``cmstoken.runtime.bootstrapper()`` builds it."""
+        return Bootstrapper(self.settings, store=self.store, service=self.service, clock=self.clock)
+
+    def bootstrap(self, action: str, *, seconds: float = 60, **fields: Any) -> dict[str, Any]:
+        """One bootstrap invocation of ``{"action": action, **fields}`` with ``seconds`` left,
+        as the bootstrap function runs it; its result."""
+        request = BootstrapRequest.from_event({"action": action, **fields})
+        return self.bootstrapper().handle(request, deadline=self.clock.now() + seconds)
+
+    def pending_user_code(self) -> str:
+        """The user code of the pending authorization stored in the refresh secret."""
+        pending = self.refresh_document().pending
+        assert pending is not None
+        return pending.user_code
 
     def refresh_document(self) -> RefreshSecret:
         text = self.secretsmanager.current_text(REFRESH_SECRET)
