@@ -1,0 +1,302 @@
+"""A rotator run interleaved with a bootstrap poll that gets approved, explored exhaustively on
+the simulation's models (issue 10): the real ``Rotator`` and ``Bootstrapper`` on threads, one
+scheduling point per call on Secrets Manager, the identity provider or the service.
+
+Two cases: the first bootstrap (both secrets empty, the rotator due because nothing is
+published) and a re-authorization over an active credential (the rotator due, the approved
+authorization kept as the candidate until its service token is verified, then promoted).
+
+I5, checked at every step that changes the refresh credential document: a pending authorization
+and a rotation never erase each other's fields. The rotator's writes leave ``pending`` and
+``candidate`` as they were and change the credential only by rotating it (the new token a child
+of the stored one) or marking it; the bootstrap's writes leave the credential, the raw access
+token and the lease as they were, except when they install a new authorization: as the first
+credential (none active before) or by promoting the stored candidate. Checked at the end of
+every schedule: I1 (no refresh token presented again after the provider acted on it), exactly
+one credential (active, usable, no candidate or pending authorization left), and the published
+service token accepted. A bootstrap whose writes replace the whole document with the one it
+read (instead of merging into the newest) must be caught.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pytest
+
+from cmstoken import credentials
+from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
+from cmstoken.triggers import RotationRequest
+from simulation.scheduler import Scheduler, explore
+from simulation.world import HOUR, REFRESH_SECRET, World
+
+SCHEDULED = RotationRequest(forced=False, source="schedule")
+LIMIT = 20_000
+ROTATOR, BOOTSTRAP = "rotator", "bootstrap"
+
+
+@dataclass
+class I5Checker:
+    """An interceptor in front of the scheduler: every call that changes the refresh credential
+    document is judged by who made it (the actor's thread), its document before and after."""
+
+    world: World
+    scheduler: Scheduler
+    every_call: bool = False
+    violations: list[str] = field(default_factory=list)
+    writes: Counter[str] = field(default_factory=Counter)
+
+    def __call__(self, service: str, operation: str, act: Callable[[], Any]) -> Any:
+        if service == "upstream" and not self.every_call:
+            return act()  # not a scheduling point (see interleave)
+        return self.scheduler(service, operation, lambda: self._judged(act))
+
+    def _judged(self, act: Callable[[], Any]) -> Any:
+        before = self.world.secretsmanager.current_text(REFRESH_SECRET)
+        answer = act()
+        after = self.world.secretsmanager.current_text(REFRESH_SECRET)
+        if after != before and after is not None:
+            writer = _writer()
+            self.writes[writer] += 1
+            old = RefreshSecret() if before is None else RefreshSecret.from_json(before)
+            problem = self._judge(writer, old, RefreshSecret.from_json(after))
+            if problem is not None:
+                self.violations.append(f"I5 ({writer}): {problem}")
+        return answer
+
+    def _judge(self, writer: str, old: RefreshSecret, new: RefreshSecret) -> str | None:
+        if writer == ROTATOR:
+            if new.pending != old.pending:
+                return "the pending authorization changed"
+            if new.candidate != old.candidate:
+                return "the candidate changed"
+            if not self._rotation_of(old, new):
+                return "the credential changed other than by its rotation"
+            return None
+        kept = (
+            new.credential == old.credential
+            and new.raw_access_token == old.raw_access_token
+            and new.lease == old.lease
+        )
+        if kept or self._installed(old, new):
+            return None
+        return "the credential, raw access token or lease changed without a new authorization"
+
+    def _rotation_of(self, old: RefreshSecret, new: RefreshSecret) -> bool:
+        before, after = old.credential, new.credential
+        if before is None or after is None:
+            return before == after
+        if after.refresh_token == before.refresh_token:
+            return after.authorized_at == before.authorized_at
+        issued = self.world.identity.tokens.get(after.refresh_token)
+        return issued is not None and issued.parent == before.refresh_token
+
+    def _installed(self, old: RefreshSecret, new: RefreshSecret) -> bool:
+        """A new authorization installed: the first credential (none active before), or the
+        stored candidate promoted; either way a device flow's first token, no lease."""
+        credential = new.credential
+        if credential is None or new.lease is not None:
+            return False
+        issued = self.world.identity.tokens.get(credential.refresh_token)
+        if issued is None or issued.parent is not None or credential == old.credential:
+            return False
+        if old.candidate is not None:
+            return (credential, new.raw_access_token) == (
+                old.candidate.credential,
+                old.candidate.raw_access_token,
+            )
+        return old.credential is None or old.credential.status != STATUS_ACTIVE
+
+
+def _writer() -> str:
+    """The actor running now (``setup``: the test's own calls)."""
+    name = threading.current_thread().name
+    return name.removeprefix("actor-") if name.startswith("actor-") else "setup"
+
+
+@dataclass
+class Run:
+    world: World
+    scheduler: Scheduler
+    checker: I5Checker
+
+    def store_order(self) -> tuple[tuple[str, str], ...]:
+        """The order of the Secrets Manager calls, by actor."""
+        return tuple(step for step in self.scheduler.trace if step[1].startswith("secretsmanager"))
+
+    def outcomes(self) -> tuple[str, ...]:
+        described = []
+        for actor in self.scheduler.actors:
+            if actor.error is not None:
+                described.append(type(actor.error).__name__)
+            elif actor.name == ROTATOR:
+                described.append(actor.result.outcome)
+            else:
+                described.append(actor.result["status"])
+        return tuple(described)
+
+    def violations(self) -> list[str]:
+        found = list(self.checker.violations)
+        found += [f"I1: {token} presented again" for token in self.world.replayed_refresh_tokens()]
+        document = self.world.refresh_document()
+        credential = document.credential
+        if credential is None or credential.status != STATUS_ACTIVE:
+            found.append("no active credential")
+        elif not self.world.identity.usable(credential.refresh_token):
+            found.append("the stored refresh token is not usable")
+        if document.candidate is not None:
+            found.append("a candidate is left next to the credential")
+        if document.pending is not None:
+            found.append("the approved authorization is still pending")
+        if not self.world.upstream.service.valid(self.world.service_document().token):
+            found.append("the published service token is not accepted")
+        return found
+
+
+def interleave(choose: Callable[[int], int], case: str, *, every_call: bool = False) -> Run:
+    """A rotator run (the service token due) and a bootstrap poll of an approved authorization,
+    interleaved as ``choose`` decides.
+
+    The scheduling points are the Secrets Manager calls; with ``every_call`` the upstream calls
+    too. Leaving those out loses no behaviour (a partial-order reduction): each upstream call
+    touches what only its caller uses (the rotator's refresh family, the bootstrap's device
+    code) or what commutes (exchanging a token, listing projects with one), and neither actor
+    moves the clock, so running it together with its caller's next Secrets Manager call gives
+    every order of the shared state's operations once. ``test_the_reduction_loses_no_order``
+    checks that on the first case."""
+    scheduler = Scheduler(choose)
+    holder: list[I5Checker] = []
+    world = World(interceptor=lambda s, o, a: holder[0](s, o, a))
+    checker = I5Checker(world, scheduler, every_call=every_call)
+    holder.append(checker)
+    if case == "first":
+        world.create_secrets()
+    else:
+        world.seed()
+        world.clock.advance(19 * HOUR)  # the service token is due
+    started = world.bootstrap("start")
+    world.identity.approve(started["user_code"])
+    world.clock.advance(5)  # the first poll's time has come
+    deadline = world.clock.now() + 120
+    scheduler.spawn(ROTATOR, partial(world.rotator(ROTATOR).run, SCHEDULED, deadline=deadline))
+    scheduler.spawn(BOOTSTRAP, partial(world.bootstrap, "poll", seconds=60))
+    scheduler.run()
+    return Run(world, scheduler, checker)
+
+
+CASES = {
+    "first": {
+        ("NotBootstrappedError", "authorized"),
+        ("rotated", "authorized"),
+        ("skipped", "authorized"),
+    },
+    "reauthorization": {("rotated", "authorized"), ("skipped", "authorized")},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarantees(
+    case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outcomes: Counter[tuple[str, ...]] = Counter()
+    writes: Counter[str] = Counter()
+    bad: list[tuple[list[tuple[str, str]], list[str]]] = []
+    other_published = 0  # schedules whose published token is from the rotated old credential
+
+    def run_one(choose: Callable[[int], int]) -> None:
+        nonlocal other_published
+        run = interleave(choose, case)
+        outcomes[run.outcomes()] += 1
+        writes.update(run.checker.writes)
+        credential = run.world.refresh_document().credential
+        published = run.world.service_document()
+        if credential is not None and published.authorized_at != credential.authorized_at:
+            other_published += 1
+        problems = run.violations()
+        if problems:
+            bad.append((run.scheduler.trace, problems))
+
+    schedules = explore(run_one, limit=LIMIT)
+    with capsys.disabled():
+        print(
+            f"\n[simulation] rotator and approved bootstrap poll ({case}): {schedules} schedules "
+            f"explored; outcomes {dict(outcomes)}; refresh document writes {dict(writes)}; "
+            f"published token from the previous credential in {other_published}"
+        )
+    assert bad[:3] == []
+    assert set(outcomes) <= CASES[case]
+    assert writes[ROTATOR] > 0 if case == "reauthorization" else writes[ROTATOR] == 0
+
+
+def test_the_reduction_loses_no_order(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every call a scheduling point, on the first case: the orders of the Secrets Manager
+    calls met are exactly those the reduced exploration meets, with the same outcomes."""
+    full: set[tuple[Any, ...]] = set()
+    reduced: set[tuple[Any, ...]] = set()
+
+    def run_full(choose: Callable[[int], int]) -> None:
+        run = interleave(choose, "first", every_call=True)
+        assert run.violations() == []
+        full.add((run.store_order(), run.outcomes()))
+
+    def run_reduced(choose: Callable[[int], int]) -> None:
+        run = interleave(choose, "first")
+        reduced.add((run.store_order(), run.outcomes()))
+
+    every = explore(run_full, limit=LIMIT)
+    fewer = explore(run_reduced, limit=LIMIT)
+    with capsys.disabled():
+        print(
+            f"\n[simulation] first bootstrap, every call a scheduling point: {every} schedules, "
+            f"{len(full)} orders of the Secrets Manager calls; reduced: {fewer} schedules"
+        )
+    assert full == reduced
+    assert fewer == len(reduced) < every
+
+
+def test_the_exploration_catches_a_bootstrap_that_replaces_the_whole_document() -> None:
+    class FoundError(Exception):
+        pass
+
+    runs: list[list[str]] = []
+
+    def run_one(choose: Callable[[int], int]) -> None:
+        runs.append(interleave(choose, "reauthorization").violations())
+        if runs[-1]:
+            raise FoundError
+
+    with replacing_bootstrap_writes(), pytest.raises(FoundError):
+        explore(run_one, limit=LIMIT)
+    # Found early in the enumeration (schedule 9 of the depth-first order): the bootstrap
+    # stores its candidate into the document it read, over the rotator's claim, erasing it.
+    assert len(runs) <= 20
+    assert any(problem.startswith("I5 (bootstrap)") for problem in runs[-1]), runs[-1]
+
+
+@contextmanager
+def replacing_bootstrap_writes() -> Iterator[None]:
+    """The broken variant: the bootstrap's updates of the refresh credential document write
+    ``change(document read)`` over whatever is stored now, instead of merging into the newest
+    version (the rotator's writes are left as they are)."""
+    original = credentials.CredentialVault.update_refresh
+
+    def update_refresh(self: Any, snapshot: Any, change: Any, deadline: float) -> Any:
+        if _writer() != BOOTSTRAP:
+            return original(self, snapshot, change, deadline)
+        updated = change(snapshot.secret)
+        if updated is None:
+            return None
+        current = self.read_refresh(deadline)
+        return self.write_refresh(updated, current.version_id, deadline)
+
+    credentials.CredentialVault.update_refresh = update_refresh  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        credentials.CredentialVault.update_refresh = original  # type: ignore[method-assign]
