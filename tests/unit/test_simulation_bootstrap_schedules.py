@@ -2,9 +2,12 @@
 the simulation's models (issue 10): the real ``Rotator`` and ``Bootstrapper`` on threads, one
 scheduling point per call on Secrets Manager, the identity provider or the service.
 
-Two cases: the first bootstrap (both secrets empty, the rotator due because nothing is
-published) and a re-authorization over an active credential (the rotator due, the approved
-authorization kept as the candidate until its service token is verified, then promoted).
+Cases: the first bootstrap (both secrets empty, the rotator due because nothing is published);
+a re-authorization over an active credential (the rotator due, the approved authorization kept
+as the candidate until its service token is verified, then promoted); the same after the
+provider revoked the active credential (the rotator meets ``invalid_grant`` and marks it, so the
+approval is stored as the candidate or, once marked, as the credential); and a ``start`` (the
+pending authorization's own write) interleaved with a rotation.
 
 I5, checked at every step that changes the refresh credential document: a pending authorization
 and a rotation never erase each other's fields. The rotator's writes leave ``pending`` and
@@ -180,6 +183,8 @@ def interleave(choose: Callable[[int], int], case: str, *, every_call: bool = Fa
     else:
         world.seed()
         world.clock.advance(19 * HOUR)  # the service token is due
+    if case == "revoked":  # the provider revoked the active credential's family
+        world.identity.tokens[world.newest_refresh_token()].family.revoked = True
     started = world.bootstrap("start")
     world.identity.approve(started["user_code"])
     world.clock.advance(5)  # the first poll's time has come
@@ -197,6 +202,16 @@ CASES = {
         ("skipped", "authorized"),
     },
     "reauthorization": {("rotated", "authorized"), ("skipped", "authorized")},
+    # The rotator meets invalid_grant: it marks the credential (ReauthorizationRequiredError),
+    # finds the new authorization installed meanwhile (a race: it starts over, then rotates or
+    # skips), or its marking write loses to the bootstrap's (VersionConflictError: the
+    # platform retries).
+    "revoked": {
+        ("ReauthorizationRequiredError", "authorized"),
+        ("VersionConflictError", "authorized"),
+        ("rotated", "authorized"),
+        ("skipped", "authorized"),
+    },
 }
 
 
@@ -208,9 +223,10 @@ def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarant
     writes: Counter[str] = Counter()
     bad: list[tuple[list[tuple[str, str]], list[str]]] = []
     other_published = 0  # schedules whose published token is from the rotated old credential
+    marked = 0
 
     def run_one(choose: Callable[[int], int]) -> None:
-        nonlocal other_published
+        nonlocal other_published, marked
         run = interleave(choose, case)
         outcomes[run.outcomes()] += 1
         writes.update(run.checker.writes)
@@ -218,7 +234,17 @@ def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarant
         published = run.world.service_document()
         if credential is not None and published.authorized_at != credential.authorized_at:
             other_published += 1
+        marked += published.credential_status != STATUS_ACTIVE
         problems = run.violations()
+        if case == "revoked" and published.credential_status != STATUS_ACTIVE:
+            # The rotator's marking published after the new authorization: the next run (due,
+            # as the published document says) publishes the new credential's token.
+            healed = run.world.rotator("next").run(SCHEDULED, deadline=run.world.clock.now() + 120)
+            problems += run.violations()
+            if healed.outcome != "rotated" or (
+                run.world.service_document().credential_status != STATUS_ACTIVE
+            ):
+                problems.append("the next run did not publish the new credential's token")
         if problems:
             bad.append((run.scheduler.trace, problems))
 
@@ -227,11 +253,53 @@ def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarant
         print(
             f"\n[simulation] rotator and approved bootstrap poll ({case}): {schedules} schedules "
             f"explored; outcomes {dict(outcomes)}; refresh document writes {dict(writes)}; "
-            f"published token from the previous credential in {other_published}"
+            f"published token from the previous credential in {other_published}, "
+            f"marked for reauthorization in {marked}"
         )
     assert bad[:3] == []
     assert set(outcomes) <= CASES[case]
-    assert writes[ROTATOR] > 0 if case == "reauthorization" else writes[ROTATOR] == 0
+    assert (writes[ROTATOR] == 0) == (case == "first")  # the first case: nothing to rotate
+
+
+def test_every_interleaving_of_a_rotation_and_a_start_keeps_the_guarantees(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The pending authorization's own write: a ``start`` over an active credential interleaved
+    with a rotation (then, alone, the approval and a poll that finishes it)."""
+    outcomes: Counter[tuple[str, ...]] = Counter()
+    bad: list[list[str]] = []
+
+    def run_one(choose: Callable[[int], int]) -> None:
+        scheduler = Scheduler(choose)
+        holder: list[I5Checker] = []
+        world = World(interceptor=lambda s, o, a: holder[0](s, o, a))
+        holder.append(I5Checker(world, scheduler))
+        world.seed()
+        world.clock.advance(19 * HOUR)
+        deadline = world.clock.now() + 120
+        scheduler.spawn(ROTATOR, partial(world.rotator(ROTATOR).run, SCHEDULED, deadline=deadline))
+        scheduler.spawn(BOOTSTRAP, partial(world.bootstrap, "start"))
+        scheduler.run()
+        run = Run(world, scheduler, holder[0])
+        world.identity.approve(world.pending_user_code())
+        world.clock.advance(5)
+        finished = world.bootstrap("poll")["status"]
+        outcomes[(*run.outcomes(), finished)] += 1
+        problems = run.violations()
+        if problems:
+            bad.append(problems)
+
+    schedules = explore(run_one, limit=LIMIT)
+    with capsys.disabled():
+        print(
+            f"\n[simulation] rotator and bootstrap start (reauthorization): {schedules} schedules "
+            f"explored; outcomes (rotator, start, poll after) {dict(outcomes)}"
+        )
+    assert bad[:3] == []
+    assert set(outcomes) <= {
+        ("rotated", "pending", "authorized"),
+        ("skipped", "pending", "authorized"),
+    }
 
 
 def test_the_reduction_loses_no_order(capsys: pytest.CaptureFixture[str]) -> None:
