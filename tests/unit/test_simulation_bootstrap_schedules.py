@@ -188,10 +188,12 @@ def interleave(choose: Callable[[int], int], case: str, *, every_call: bool = Fa
     started = world.bootstrap("start")
     world.identity.approve(started["user_code"])
     world.clock.advance(5)  # the first poll's time has come
-    deadline = world.clock.now() + 120
+    began = world.clock.now()
+    deadline = began + 120
     scheduler.spawn(ROTATOR, partial(world.rotator(ROTATOR).run, SCHEDULED, deadline=deadline))
     scheduler.spawn(BOOTSTRAP, partial(world.bootstrap, "poll", seconds=60))
     scheduler.run()
+    assert world.clock.now() == began  # nobody slept: the reduction's premise
     return Run(world, scheduler, checker)
 
 
