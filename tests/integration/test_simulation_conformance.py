@@ -483,7 +483,15 @@ class DeviceUpstream(Upstream):
         pending: Callable[[], list[str]],
         default_subject: str,
     ) -> None:
-        self.__dict__.update(base.__dict__)
+        super().__init__(
+            base.identity,
+            base.service,
+            authorize=base.authorize,
+            advance=base.advance,
+            lose_refresh=base.lose_refresh,
+            usable=base.usable,
+            revoked=base.revoked,
+        )
         self.issuer_url = issuer_url
         self.approve = approve
         self.deny = deny
