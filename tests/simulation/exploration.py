@@ -1,0 +1,645 @@
+"""Bounded exhaustive exploration: every interleaving of a scenario's actors, with faults as
+further choices, the invariants (``simulation.invariants``) checked after every step.
+
+At every decision (all unfinished actors parked at a scheduling point: a model call, or a
+``SimClock.sleep``), the options are each parked actor's next step, and, within the bounds of one
+schedule, that step with a fault: the actor crashes there (before the call: a crash after a call
+is the crash at the actor's next point, since between two points an actor only computes
+locally), the identity provider acts and the answer is lost, or a read answers the previous
+value (a stale read, k = 1). After all actors end, the recovery phase moves the clock past the
+leases and into the next due period and runs a clean rotator; then the final check.
+
+Reduction (sleep sets, Godefroid 1996): two steps of different actors are independent when they
+touch different objects, or the same object only to read it (Secrets Manager reads, project
+listings), and are not both faults drawn from the same budget; a crash touches nothing. Such steps
+commute (same state in either order), so of two schedules that differ only in the order of
+independent steps one is explored: after exploring step ``t`` at a decision, ``t`` stays asleep
+in the siblings' subtrees until a step dependent on it runs. Every reachable state is still
+visited, so the per-step invariants are checked on all of them. The retry jitter is seeded per
+actor and step, so that an actor's local computation depends only on its own history.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
+
+from cmstoken.documents import RefreshSecret, ServiceTokenDocument
+from cmstoken.rotation import LEASE_GRACE_SECONDS
+from cmstoken.store import SecretStore, next_version_id
+from cmstoken.triggers import RotationRequest
+from simulation.invariants import InvariantChecker, Step, Violation, label
+from simulation.scheduler import Actor, Scheduler, SchedulingError
+from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
+
+DEADLINE_SECONDS = 120.0
+SECRET_NAMES = {REFRESH_SECRET: "credential", SERVICE_SECRET: "service-token"}
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here (not an ``Exception``: nothing in the product may catch it)."""
+
+
+class HarnessError(BaseException):
+    """The harness itself failed (never caught by product code)."""
+
+
+class Abandoned(BaseException):
+    """The rest of this schedule is equivalent to one explored elsewhere: unwind."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    crashes: int = 1
+    lost: int = 1
+    stale: int = 1
+    lost_endpoints: tuple[str, ...] = ("refresh",)
+    limit: int = 200_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    actors: tuple[tuple[str, RotationRequest], ...]
+    advance: float  # from the seeded state to the start
+    max_refreshes: int
+    reuse_interval: float = 0.0
+
+
+SCHEDULED = RotationRequest(forced=False, source="schedule")
+FORCED = RotationRequest(forced=True, source="event")
+TWO_ROTATORS = Scenario(
+    "two rotators, token due", (("first", SCHEDULED), ("second", SCHEDULED)), 19 * HOUR, 1
+)
+DUPLICATE_FORCED = Scenario(
+    "a forced request delivered twice, past the debounce",
+    (("forced", FORCED), ("duplicate", FORCED)),
+    1 * HOUR,
+    1,
+)
+SCHEDULED_AND_DUPLICATE_FORCED = Scenario(
+    "a scheduled run and a forced request delivered twice, token due",
+    (("scheduled", SCHEDULED), ("forced", FORCED), ("duplicate", FORCED)),
+    19 * HOUR,
+    1,
+)
+
+
+# --- transitions and their independence ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An actor's next step (its ``index``-th), with the fault chosen for it."""
+
+    actor: str
+    index: int
+    action: str
+    fault: str = ""
+
+    def footprint(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(objects read, objects written)."""
+        if self.fault == "crash":
+            return frozenset(), frozenset()
+        kind, _, target = self.action.partition(":")
+        if kind == "clock.sleep":
+            return frozenset(), frozenset({"clock"})
+        if kind == "secretsmanager.GetSecretValue":
+            return frozenset({"clock", target}), frozenset()
+        if kind.startswith("secretsmanager."):
+            return frozenset({"clock"}), frozenset({target})
+        if kind == "upstream.exchange":
+            return frozenset({"clock", "idp"}), frozenset({"service"})
+        if kind == "upstream.projects":
+            return frozenset({"clock", "service"}), frozenset()
+        return frozenset({"clock"}), frozenset({"idp", "service"})
+
+
+def independent(a: Transition, b: Transition) -> bool:
+    if a.actor == b.actor or (a.fault and a.fault == b.fault):
+        return False
+    (reads_a, writes_a), (reads_b, writes_b) = a.footprint(), b.footprint()
+    return not (writes_a & (reads_b | writes_b) or writes_b & reads_a)
+
+
+@dataclass
+class _Node:
+    options: list[Transition]
+    sleep: frozenset[Transition]
+    done: list[Transition]
+    chosen: Transition
+
+
+class SleepSetExplorer:
+    """Stateless depth-first search over decisions, replaying a prefix per schedule, with
+    sleep sets (see the module docstring)."""
+
+    def __init__(self, reduce: bool = True) -> None:
+        self.reduce = reduce
+        self.stack: list[_Node] = []
+        self.depth = 0
+
+    def decide(self, options: list[Transition]) -> Transition | None:
+        depth = self.depth
+        self.depth += 1
+        if depth < len(self.stack):
+            node = self.stack[depth]
+            if node.options != options:
+                raise SchedulingError("a replayed schedule met different choices")
+            return node.chosen
+        sleep: frozenset[Transition] = frozenset()
+        if depth and self.reduce:
+            parent = self.stack[depth - 1]
+            sleep = frozenset(
+                u for u in parent.sleep | set(parent.done) if independent(u, parent.chosen)
+            )
+        awake = [o for o in options if o not in sleep]
+        if not awake:
+            return None  # every continuation is equivalent to one explored elsewhere
+        self.stack.append(_Node(options, sleep, [], awake[0]))
+        return awake[0]
+
+    def advance(self) -> bool:
+        """Move to the next unexplored schedule; ``False`` when none is left."""
+        if self.depth < len(self.stack):
+            raise SchedulingError("a replayed schedule ended before its prefix")
+        self.depth = 0
+        while self.stack:
+            node = self.stack[-1]
+            node.done.append(node.chosen)
+            rest = [o for o in node.options if o not in node.sleep and o not in node.done]
+            if rest:
+                node.chosen = rest[0]
+                return True
+            self.stack.pop()
+        return False
+
+
+# --- the harness: scheduler, faults, recording, invariants ----------------------------------
+
+
+@dataclass
+class SimActor(Actor):
+    pending: Transition | None = None
+    fault: str = ""
+    crashed: bool = False
+
+
+class SchedClock(SimClock):
+    """Simulated time whose ``sleep`` is a scheduling point."""
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__()
+        self.harness = harness
+
+    def sleep(self, seconds: float) -> None:
+        self.harness("clock", "sleep", lambda: SimClock.sleep(self, seconds), seconds=seconds)
+
+
+class Harness(Scheduler):
+    """Runs one schedule of a scenario (an ``Interceptor`` for the world's models)."""
+
+    def __init__(self, decide: Callable[[list[Transition]], Transition | None], bounds: Bounds):
+        super().__init__(lambda count: 0)
+        self.decide = decide
+        self.bounds = bounds
+        self.used: Counter[str] = Counter()
+        self.steps: list[Step] = []
+        self.violation: Violation | None = None
+        self.abandoned = False
+        self.recovering = False
+        self.states: set[int] | None = None
+        self._stale = 0
+        self.world: World
+        self.checker: InvariantChecker
+        self.start_at = 0.0
+
+    def attach(self, world: World, checker: InvariantChecker) -> None:
+        self.world, self.checker = world, checker
+        self.start_at = world.clock.now()
+
+    def stale_pick(self, count: int) -> int:
+        return min(self._stale, count - 1)
+
+    # --- actors ---------------------------------------------------------------------------
+
+    def spawn(self, name: str, body: Callable[[], Any]) -> Actor:
+        def run_body() -> Any:
+            try:
+                result = body()
+            except Abandoned:
+                raise
+            except BaseException as exc:
+                self._end(name, type(exc).__name__, str(exc))
+                raise
+            self._end(name, result.outcome + (" (refreshed)" if result.refreshed else ""), "")
+            return result
+
+        actor = SimActor(name, run_body)
+        self.actors.append(actor)
+        return actor
+
+    def _end(self, name: str, outcome: str, message: str) -> None:
+        if outcome == "SimulatedCrash":
+            return
+        text = f"{name} ends: {outcome}" + (f" ({message})" if message else "")
+        self._step(name, "end", text, outcome=outcome.split(" ")[0])
+
+    # --- the interceptor --------------------------------------------------------------------
+
+    def __call__(
+        self, service: str, operation: str, act: Callable[[], Any], *, seconds: float = 0.0
+    ) -> Any:
+        actor = cast(SimActor | None, getattr(self._local, "actor", None))
+        target = ""
+        if service == "secretsmanager":
+            target = SECRET_NAMES.get(self.world.secretsmanager.calls[-1][1], "?")
+        action = f"{service}.{operation}" + (f":{target}" if target else "")
+        if actor is None:
+            if not self.recovering:
+                return act()
+            return self._perform("recovery", action, act, "", seconds)
+        if actor.crashed:
+            raise SimulatedCrash
+        actor.pending = Transition(actor.name, len(actor.points), action)
+        with self._cond:
+            actor.state, actor.point = "parked", action
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: actor.state == "running", 10.0):
+                raise SchedulingError(f"{actor.name} was never resumed")
+        actor.points.append(action)
+        if actor.fault == "abandon":
+            actor.crashed = True
+            raise Abandoned
+        if actor.fault == "crash":
+            actor.crashed = True
+            self._step(actor.name, "crash", f"{actor.name} CRASHES before {action}")
+            raise SimulatedCrash
+        return self._perform(actor.name, action, act, actor.fault, seconds)
+
+    def _variants(self, actor: SimActor) -> list[Transition]:
+        pending = actor.pending
+        assert pending is not None
+        options = [pending]
+        bounds, used = self.bounds, self.used
+        if used["crash"] < bounds.crashes:
+            options.append(replace(pending, fault="crash"))
+        endpoint = pending.action.removeprefix("upstream.")
+        if endpoint in bounds.lost_endpoints and used["lost"] < bounds.lost:
+            options.append(replace(pending, fault="lost"))
+        if (
+            pending.action.startswith("secretsmanager.GetSecretValue")
+            and used["stale"] < bounds.stale
+        ):
+            name = REFRESH_SECRET if pending.action.endswith(":credential") else SERVICE_SECRET
+            if len(self.world.secretsmanager.secrets[name].history) > 1:
+                options.append(replace(pending, fault="stale"))
+        return options
+
+    def run(self) -> None:
+        random.seed(0)
+        for actor in self.actors:
+            self._start(actor)
+        while True:
+            parked = [cast(SimActor, a) for a in self.actors if a.state == "parked"]
+            if not parked:
+                return
+            options = [t for a in parked for t in self._variants(a)]
+            chosen = None if self.violation else self.decide(options)
+            if chosen is None:
+                self.abandoned = True
+                for actor in parked:
+                    self._resume(actor, "abandon")
+                continue
+            if chosen.fault:
+                self.used[chosen.fault] += 1
+            self._resume(next(a for a in parked if a.name == chosen.actor), chosen.fault)
+
+    def _resume(self, actor: SimActor, fault: str) -> None:
+        actor.fault = fault
+        with self._cond:
+            actor.state = "running"
+            self._cond.notify_all()
+            self._settle(actor)
+
+    # --- performing and recording a step ----------------------------------------------------
+
+    def _perform(
+        self, name: str, action: str, act: Callable[[], Any], fault: str, seconds: float
+    ) -> Any:
+        random.seed(f"{name}:{len(self.steps)}")
+        world = self.world
+        if fault == "lost":
+            world.upstream.lose(action.removeprefix("upstream."))
+        self._stale = 1 if fault == "stale" else 0
+        before = self._current(action)
+        answer: Any = None
+        error: Exception | None = None
+        log_size = len(world.upstream.log)
+        try:
+            answer = act()
+        except Exception as exc:
+            error = exc
+        finally:
+            self._stale = 0
+        try:
+            self._record(name, action, fault, seconds, answer, error, before, log_size)
+        except Exception as exc:
+            raise HarnessError(f"recording {action}: {exc!r}") from exc
+        if error is not None:
+            raise error
+        return answer
+
+    def _current(self, action: str) -> str | None:
+        if not action.startswith("secretsmanager.GetSecretValue"):
+            return None
+        name = REFRESH_SECRET if action.endswith(":credential") else SERVICE_SECRET
+        return self.world.secretsmanager.secrets[name].history[-1]
+
+    def _step(self, actor: str, action: str, text: str, **facts: Any) -> Step:
+        step = Step(len(self.steps) + 1, actor, action, text, at=self.world.clock.now(), **facts)
+        self.steps.append(step)
+        if self.violation is None:
+            self.violation = self.checker.after(step)
+        if self.states is not None:
+            self.states.add(self._fingerprint())
+        return step
+
+    def _record(
+        self,
+        name: str,
+        action: str,
+        fault: str,
+        seconds: float,
+        answer: Any,
+        error: Exception | None,
+        before: str | None,
+        log_size: int,
+    ) -> None:
+        world = self.world
+        tag = {"stale": " [STALE READ]", "lost": " [ANSWER LOST]"}.get(fault, "")
+        when = f"t+{world.clock.now() - self.start_at:.1f}s"
+        facts: dict[str, Any] = {}
+        kind, _, target = action.partition(":")
+        if kind == "clock.sleep":
+            text = f"{name} sleeps {seconds:.2f} s"
+        elif kind.startswith("secretsmanager."):
+            secret = world.secretsmanager.secrets[
+                REFRESH_SECRET if target == "credential" else SERVICE_SECRET
+            ]
+            versions = list(secret.versions)
+
+            def vname(version: str | None) -> str:
+                return f"v{versions.index(version) + 1}" if version in versions else "(empty)"
+
+            if kind.endswith("GetSecretValue"):
+                if error is not None:
+                    text = f"{name} reads {target}{tag}: nothing ({_code(error)})"
+                else:
+                    version = answer["VersionId"]
+                    stale = f", current is {vname(before)}" if version != before else ""
+                    text = (
+                        f"{name} reads {target}{tag}: {vname(version)}{stale} = "
+                        f"{_summary(target, answer['SecretString'], self.start_at)}"
+                    )
+            else:
+                token = answer["VersionId"] if error is None else _token_of(error)
+                basis = next(
+                    (vname(v) for v in versions if next_version_id(v) == token),
+                    "the empty secret" if token == next_version_id(None) else None,
+                )
+                how = (
+                    f"as the successor of {basis}"
+                    if basis
+                    else "under an id derived from no version"
+                )
+                if error is not None:
+                    text = f"{name} writes {target} {how}: REFUSED ({_code(error)})"
+                else:
+                    value = secret.versions[token].text
+                    summary = _summary(target, value, self.start_at)
+                    text = f"{name} writes {target} {how}: {vname(token)} = {summary}"
+                    if target == "credential":
+                        written = RefreshSecret.from_json(value).credential
+                        facts["stored"] = written.refresh_token if written else None
+        else:
+            endpoint = kind.removeprefix("upstream.")
+            exchange = world.upstream.log[log_size] if len(world.upstream.log) > log_size else None
+            credential = exchange.credential if exchange else None
+            status = exchange.status if exchange else None
+            body = json.loads(answer.body) if answer is not None and error is None else None
+            if endpoint == "refresh":
+                children = [v for v, t in world.identity.tokens.items() if t.parent == credential]
+                issued = children[-1] if children and (status in (200, None)) else None
+                facts.update(presented=credential, status=status, issued=issued)
+                if status == 200:
+                    answer_text = f"200, issued {label(issued)}"
+                elif status is None:
+                    answer_text = f"acted (issued {label(issued)}), answer lost"
+                else:
+                    revoked = (
+                        world.identity.family_revoked(credential)
+                        if credential in world.identity.tokens
+                        else False
+                    )
+                    answer_text = f"{status} {body.get('error') if body else ''}" + (
+                        "; family revoked" if revoked else ""
+                    )
+                text = f"{name} refreshes with {label(credential)}{tag}: {answer_text}"
+            elif endpoint == "exchange":
+                got = body.get("token") if isinstance(body, dict) else None
+                issued_token = label(got) if got else ""
+                text = f"{name} exchanges {label(credential)}{tag}: {status} {issued_token}"
+            elif endpoint == "projects":
+                if status == 200:
+                    facts["verified"] = credential
+                text = f"{name} lists projects with {label(credential)}{tag}: {status}"
+            else:
+                text = f"{name} calls {endpoint}{tag}: {status}"
+            facts["status"] = status
+        self._step(name, kind, f"{when} {text}", **facts)
+
+    def _fingerprint(self) -> int:
+        world = self.world
+        used = tuple(v for v, t in world.identity.tokens.items() if t.used_at is not None)
+        return hash(
+            (
+                tuple(tuple(s.history) for s in world.secretsmanager.secrets.values()),
+                used,
+                len(world.identity.tokens),
+                world.clock.now(),
+                tuple((len(a.points), cast(SimActor, a).crashed) for a in self.actors),
+                frozenset(s.actor for s in self.steps if s.action == "end"),
+                tuple(sorted(self.used.items())),
+            )
+        )
+
+    # --- a whole schedule -------------------------------------------------------------------
+
+    def recover(self, deadline: float) -> None:
+        """Past the leases and into the next due period, one clean rotator."""
+        world = self.world
+        published = world.service_document()
+        due_at = published.expires_at - world.settings.refresh_margin_seconds + 1
+        target = max(deadline + LEASE_GRACE_SECONDS + 1, due_at, world.clock.now())
+        world.clock.advance(target - world.clock.now())
+        self.recovering = True
+        try:
+            result = world.rotator("recovery").run(
+                SCHEDULED, deadline=world.clock.now() + DEADLINE_SECONDS
+            )
+            outcome = result.outcome + (" (refreshed)" if result.refreshed else "")
+        except Exception as exc:
+            outcome = f"{type(exc).__name__} ({exc})"
+        finally:
+            self.recovering = False
+        self._step("recovery", "end", f"recovery ends: {outcome}", outcome=outcome.split(" ")[0])
+        if self.violation is None:
+            self.violation = self.checker.final(len(self.steps))
+
+
+def _code(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    return str(response["Error"]["Code"]) if isinstance(response, dict) else type(error).__name__
+
+
+def _token_of(error: Exception) -> str:
+    message = str(getattr(error, "response", {}).get("Error", {}).get("Message", ""))
+    return message.partition("ClientRequestToken ")[2].partition(" ")[0]
+
+
+def _summary(target: str, text: str, start: float) -> str:
+    if target == "credential":
+        secret = RefreshSecret.from_json(text)
+        credential = secret.credential
+        parts = [label(credential.refresh_token) if credential else "no credential"]
+        if credential is not None and credential.status != "active":
+            parts.append(credential.status)
+        if secret.lease is not None:
+            parts.append(
+                f"lease {secret.lease.owner} until t+{secret.lease.expires_at - start:.0f}s"
+            )
+        if secret.raw_access_token is not None:
+            parts.append(f"raw {label(secret.raw_access_token.token)}")
+        return "[" + ", ".join(parts) + "]"
+    document = ServiceTokenDocument.from_json(text)
+    status = "" if document.credential_status == "active" else f", {document.credential_status}"
+    return (
+        f"[{label(document.token)} expiring t+{(document.expires_at - start) / HOUR:.1f}h{status}]"
+    )
+
+
+# --- exploring a scenario -------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    scenario: str
+    bounds: Bounds
+    schedules: int = 0
+    pruned: int = 0
+    steps: int = 0
+    states: set[int] = field(default_factory=set)
+    seconds: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    counterexample: str | None = None
+
+    def line(self) -> str:
+        b = self.bounds
+        return (
+            f"{self.scenario} [crashes {b.crashes}, lost answers {b.lost} "
+            f"({'/'.join(b.lost_endpoints)}), stale reads {b.stale} (k=1)]: "
+            f"{self.schedules} schedules explored (+{self.pruned} cut as equivalent), "
+            f"{self.steps} steps, {len(self.states)} distinct states, {self.seconds:.1f} s"
+        )
+
+
+StoreFactory = Callable[[Any], SecretStore]
+
+
+def run_schedule(
+    scenario: Scenario,
+    bounds: Bounds,
+    decide: Callable[[list[Transition]], Transition | None],
+    *,
+    store: StoreFactory | None = None,
+    states: set[int] | None = None,
+) -> Harness:
+    harness = Harness(decide, bounds)
+    harness.states = states
+    world = World(
+        interceptor=harness,
+        reuse_interval=scenario.reuse_interval,
+        stale_reads=1 if bounds.stale else 0,
+        choose=harness.stale_pick,
+        clock=SchedClock(harness),
+    )
+    world.seed()
+    if store is not None:
+        world.store = store(cast(Any, world.secretsmanager))
+    world.clock.advance(scenario.advance)
+    checker = InvariantChecker(world, scenario.max_refreshes, scenario.reuse_interval)
+    harness.attach(world, checker)
+    checker.start()
+    deadline = world.clock.now() + DEADLINE_SECONDS
+    for owner, request in scenario.actors:
+        harness.spawn(owner, partial(world.rotator(owner).run, request, deadline=deadline))
+    harness.run()
+    if not harness.abandoned and harness.violation is None:
+        harness.recover(deadline)
+    return harness
+
+
+def explore(
+    scenario: Scenario,
+    bounds: Bounds,
+    *,
+    store: StoreFactory | None = None,
+    reduce: bool = True,
+    stop_at_first: bool = True,
+) -> Report:
+    """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample."""
+    report = Report(scenario.name, bounds)
+    explorer = SleepSetExplorer(reduce)
+    started = time.perf_counter()
+    while True:
+        harness = run_schedule(scenario, bounds, explorer.decide, store=store, states=report.states)
+        report.steps += len(harness.steps)
+        if harness.violation is not None:
+            report.counterexample = trace(scenario, harness, report.schedules + report.pruned + 1)
+            report.schedules += 1
+            if stop_at_first:
+                break
+        elif harness.abandoned:
+            report.pruned += 1
+        else:
+            report.schedules += 1
+            ends = [s.text.split(": ", 1)[1] for s in harness.steps if s.action == "end"]
+            report.outcomes["; ".join(e.split(" (")[0] for e in ends)] += 1
+            report.faults.update(harness.used)
+        if not explorer.advance():
+            break
+        if report.schedules + report.pruned >= bounds.limit:
+            raise SchedulingError(f"more than {bounds.limit} schedules")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def trace(scenario: Scenario, harness: Harness, number: int) -> str:
+    violation = harness.violation
+    assert violation is not None
+    lines = [
+        f"counterexample: {scenario.name}, schedule {number}",
+        f"   0. setup: the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
+        f"{', '.join(f'{o} ({r.source})' for o, r in scenario.actors)} start",
+    ]
+    lines += [f"{s.number:4d}. {s.text}" for s in harness.steps[: violation.step]]
+    lines.append(f"VIOLATION {violation.invariant} at step {violation.step}: {violation.message}")
+    return "\n".join(lines)

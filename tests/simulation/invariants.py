@@ -1,0 +1,267 @@
+"""The rotation invariants of issue 10, checked after every step of a simulated run.
+
+A ``Step`` is one thing an actor did (a model call with its answer, a crash, a sleep, its end);
+``InvariantChecker.after(step)`` updates what it knows and returns the first invariant the
+world now breaks, if any:
+
+- I1: a refresh token the identity provider has rotated (answered 200, or acted and lost the
+  answer) is never presented again outside the reuse interval, except after a documented loss
+  (the retry of a refresh whose answer was lost, or a later run finding the spent token after a
+  crash inside the window), where the identity provider refuses it;
+- I2: the newest refresh token issued is in the credential secret, except while the actor that
+  received it is inside the documented window (it has made no call since the refresh other than
+  reading and writing the credential and sleeping between those retries), or after a documented
+  loss (answer lost, crash inside the window, ``CredentialLostError``); ``final`` then requires
+  that a run said so (reported reauthorization required, and the credential is marked);
+- I3: the published service token was verified (a project listing accepted it before it was
+  published), and its expiry never moves backwards;
+- I4: actors present at most ``max_refreshes`` distinct refresh tokens (one per due period, one
+  per forced request after the debounce).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cmstoken.documents import STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED
+
+if TYPE_CHECKING:
+    from simulation.world import World
+
+CREDENTIAL_CALLS = (
+    "secretsmanager.GetSecretValue:credential",
+    "secretsmanager.PutSecretValue:credential",
+)
+REPORTED = ("ReauthorizationRequiredError", "CredentialLostError", "reauthorization_required")
+
+
+@dataclass
+class Step:
+    """One numbered thing an actor did; ``text`` is its line in a trace."""
+
+    number: int
+    actor: str
+    action: str  # "secretsmanager.GetSecretValue:credential", "upstream.refresh", "crash", "end"
+    text: str
+    at: float = 0.0
+    presented: str | None = None  # the refresh token a refresh presented
+    status: int | None = None  # an upstream answer's status (None: lost)
+    issued: str | None = None  # the refresh token the identity provider issued
+    verified: str | None = None  # a service token a project listing accepted
+    stored: str | None = None  # the refresh token in a credential version written
+    outcome: str | None = None  # an actor's end: its outcome or its exception's type
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    step: int
+    message: str
+
+
+@dataclass
+class InvariantChecker:
+    world: World
+    max_refreshes: int
+    reuse_interval: float = 0.0
+    holding: dict[str, str] = field(default_factory=dict)  # actor: unstored token it received
+    lost: dict[str, str] = field(default_factory=dict)  # token: how it was lost (documented)
+    rotated: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
+    represented: set[str] = field(default_factory=set)
+    presented: set[str] = field(default_factory=set)
+    verified: set[str] = field(default_factory=set)
+    last_expiry: float = 0.0
+    reported: list[str] = field(default_factory=list)
+    _times: dict[int, float] = field(default_factory=dict)
+
+    def start(self) -> None:
+        """The seeded state: its service token counts as verified (the bootstrap did that)."""
+        document = self.world.service_document()
+        self.verified.add(document.token)
+        self.last_expiry = document.expires_at
+
+    # --- after every step -------------------------------------------------------------------
+
+    def after(self, step: Step) -> Violation | None:
+        return (
+            self._i1(step)
+            or self._window(step)
+            or self._i4(step)
+            or self._i2(step)
+            or self._i3(step)
+        )
+
+    def _i1(self, step: Step) -> Violation | None:
+        token = step.presented
+        if step.action != "upstream.refresh" or token is None:
+            return None
+        earlier = self.rotated.get(token)
+        if earlier is not None:
+            number, who, issued = earlier
+            within = (
+                self.reuse_interval > 0 and step.at - self._times[number] <= self.reuse_interval
+            )
+            if not within:
+                if issued in self.lost and step.status not in (200, None):
+                    self.represented.add(token)  # a documented loss found out: refused
+                else:
+                    return Violation(
+                        "I1",
+                        step.number,
+                        f"{step.actor} presented {label(token)} again; the identity provider "
+                        f"rotated it at step {number} (answered to {who})",
+                    )
+        elif step.status == 200 or step.status is None:
+            self.rotated[token] = (step.number, step.actor, step.issued)
+            self._times[step.number] = step.at
+        if step.status is None and step.issued is not None:
+            self.lost[step.issued] = f"the answer to step {step.number} was lost"
+        elif step.status == 200 and step.issued is not None:
+            self.holding[step.actor] = step.issued
+        return None
+
+    def _window(self, step: Step) -> Violation | None:
+        """Inside the window an actor holding an unstored token only reads and writes the
+        credential and sleeps between retries; its crash there is a documented loss."""
+        token = self.holding.get(step.actor)
+        if token is None:
+            return None
+        if step.stored == token:
+            del self.holding[step.actor]
+            return None
+        if step.action == "crash":
+            self.lost[token] = f"{step.actor} crashed inside the window (step {step.number})"
+            del self.holding[step.actor]
+            return None
+        if step.action == "end":
+            del self.holding[step.actor]
+            if step.outcome == "CredentialLostError":
+                self.lost[token] = f"{step.actor} could not store it (CredentialLostError)"
+                return None
+            return Violation(
+                "I2",
+                step.number,
+                f"{step.actor} ended ({step.outcome}) without storing {label(token)}",
+            )
+        if step.action in (*CREDENTIAL_CALLS, "clock.sleep", "upstream.refresh"):
+            return None
+        return Violation(
+            "I2",
+            step.number,
+            f"{step.actor} went on ({step.action}) before {label(token)}, the refresh token the "
+            "identity provider just issued, was stored",
+        )
+
+    def _i4(self, step: Step) -> Violation | None:
+        if step.action != "upstream.refresh" or step.presented is None:
+            return None
+        if step.actor == "recovery":
+            return None
+        self.presented.add(step.presented)
+        if len(self.presented) > self.max_refreshes:
+            tokens = ", ".join(sorted(label(t) for t in self.presented))
+            return Violation(
+                "I4",
+                step.number,
+                f"{len(self.presented)} refreshes ({tokens}) where at most "
+                f"{self.max_refreshes} may happen",
+            )
+        return None
+
+    def _i2(self, step: Step) -> Violation | None:
+        if step.action == "end" and step.outcome in REPORTED:
+            self.reported.append(f"{step.actor}: {step.outcome}")
+        newest = self.newest()
+        stored = self.stored()
+        if newest is None or newest == stored:
+            return None
+        if newest in self.holding.values() or newest in self.lost:
+            return None
+        return Violation(
+            "I2",
+            step.number,
+            f"the credential secret holds {label(stored)}, not the newest token issued, "
+            f"{label(newest)}, and no actor is inside the window holding it",
+        )
+
+    def _i3(self, step: Step) -> Violation | None:
+        if step.verified is not None:
+            self.verified.add(step.verified)
+        document = self.world.service_document()
+        if document.token not in self.verified:
+            return Violation(
+                "I3", step.number, f"{label(document.token)} published without verification"
+            )
+        if document.expires_at < self.last_expiry:
+            return Violation(
+                "I3",
+                step.number,
+                f"the published expiry moved backwards by "
+                f"{self.last_expiry - document.expires_at:.0f} s",
+            )
+        self.last_expiry = document.expires_at
+        return None
+
+    # --- at the end ---------------------------------------------------------------------------
+
+    def final(self, number: int) -> Violation | None:
+        """After the recovery run: healthy, or a documented loss that a run reported."""
+        world = self.world
+        credential = world.refresh_document().credential
+        published = world.service_document()
+        newest, stored = self.newest(), self.stored()
+        assert credential is not None
+        healthy = (
+            stored == newest
+            and stored is not None
+            and world.identity.usable(stored)
+            and credential.status == STATUS_ACTIVE
+            and published.credential_status == STATUS_ACTIVE
+            and world.upstream.service.valid(published.token)
+        )
+        if healthy:
+            return None
+        if newest in self.lost:
+            said = bool(self.reported) and credential.status == STATUS_REAUTHORIZATION_REQUIRED
+            if said:
+                return None
+            return Violation(
+                "I2",
+                number,
+                f"{label(newest)} was lost ({self.lost[newest]}) and no run said so "
+                f"(reported: {self.reported or 'nothing'}; credential {credential.status})",
+            )
+        return Violation(
+            "I2",
+            number,
+            f"the run ends unhealthy without a documented loss: stored {label(stored)} "
+            f"(usable: {stored is not None and world.identity.usable(stored)}), newest "
+            f"{label(newest)}, credential {credential.status}, published token accepted: "
+            f"{world.upstream.service.valid(published.token)}",
+        )
+
+    def newest(self) -> str | None:
+        tokens = self.world.identity.tokens
+        return next(reversed(tokens)) if tokens else None
+
+    def stored(self) -> str | None:
+        credential = self.world.refresh_document().credential
+        return None if credential is None else credential.refresh_token
+
+
+def label(token: str | None) -> str:
+    """A short, readable name for a simulated token."""
+    if token is None:
+        return "none"
+    if token.startswith("v1.sim-refresh-"):
+        return "rt-" + token.removeprefix("v1.sim-refresh-")
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+        return (
+            str(claims["jti"]).removeprefix("sim-").replace("service", "st").replace("access", "at")
+        )
+    except (ValueError, IndexError, KeyError, TypeError):
+        return token[-12:]
