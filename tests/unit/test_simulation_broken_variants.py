@@ -1,0 +1,81 @@
+"""The exploration must bite: each deliberately broken rotator (test-side monkeypatches, the
+library unchanged) yields a counterexample with a numbered trace. Each test passes only when the
+harness finds one."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from cmstoken.credentials import CredentialVault, Snapshot
+from cmstoken.publishing import Publisher
+from cmstoken.rotation import Rotator
+from cmstoken.store import SecretStore
+from simulation.exploration import TWO_ROTATORS, Bounds, Report, explore
+
+BOUNDS = Bounds(crashes=1, lost=1, stale=1)
+
+
+class BlindStore(SecretStore):
+    """Every write gets a fresh version id, not one derived from the version it replaces."""
+
+    def write(self, secret_id: str, text: str, *, replacing: str | None) -> str:
+        return super().write(secret_id, text, replacing=str(uuid.uuid4()))
+
+
+def found(report: Report, capsys: pytest.CaptureFixture[str], *invariants: str) -> None:
+    with capsys.disabled():
+        print(f"\n[exploration, broken] {report.line()}\n{report.counterexample}")
+    assert report.counterexample is not None, "the harness found no counterexample"
+    assert any(f"VIOLATION {name} " in report.counterexample for name in invariants)
+    assert "\n   1. " in report.counterexample  # numbered steps
+
+
+def test_a_version_id_not_derived_from_the_version_read_is_caught(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    found(explore(TWO_ROTATORS, BOUNDS, store=BlindStore), capsys, "I1", "I2", "I4")
+
+
+def test_a_skipped_claim_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(Rotator, "_claim", lambda self, snapshot, deadline: snapshot)
+    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
+
+
+def test_storing_the_rotated_token_after_the_exchange_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Rotator._store_rotation
+    publish = Publisher.publish
+
+    def deferred(self: Rotator, claimed: Snapshot, *args: Any) -> Snapshot:
+        self.publisher._deferred = lambda: store(self, claimed, *args)  # type: ignore[attr-defined]
+        return claimed
+
+    def late(self: Publisher, *args: Any, before_write: Callable[[], None] | None = None) -> Any:
+        later = getattr(self, "_deferred", None) or before_write
+        self._deferred = None  # type: ignore[attr-defined]
+        return publish(self, *args, before_write=later)  # stored after exchange and listing
+
+    monkeypatch.setattr(Rotator, "_store_rotation", deferred)
+    monkeypatch.setattr(Publisher, "publish", late)
+    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I2")
+
+
+def test_an_ignored_lease_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    read = CredentialVault.read_refresh
+
+    def without_lease(self: CredentialVault, deadline: float) -> Snapshot:
+        snapshot = read(self, deadline)
+        return Snapshot(replace(snapshot.secret, lease=None), snapshot.version_id)
+
+    monkeypatch.setattr(CredentialVault, "read_refresh", without_lease)
+    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
