@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build package dist test demo bench emulator lock clean
+.PHONY: help venv lint format unit integration template build package dist test explore verify demo bench emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -64,8 +64,18 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
 	$(BIN)/python scripts/build_consumer.py dist
 
-test: lint template build ## Every check: lint, types, template, build, unit and integration tests
+test: lint template build ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	$(BIN)/pytest -q tests
+
+# The bounded exploration of the rotation (README "How we know it holds"); `make test` runs the
+# same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
+EXPLORATION := tests/unit/test_simulation_exploration.py tests/unit/test_simulation_broken_variants.py
+
+explore: $(STAMP) ## Bounded exploration of the rotation's interleavings and faults (at most 90 s)
+	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(EXPLORATION)
+
+verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing the counts
+	SIMULATION_BOUNDS=verify $(BIN)/pytest -q --timeout=900 $(EXPLORATION)
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)
 	$(BIN)/python scripts/demo.py
