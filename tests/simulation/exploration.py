@@ -14,11 +14,11 @@ touch different objects, or the same object only to read it (Secrets Manager rea
 listings), and are not both faults drawn from the same budget; a crash touches nothing. Such steps
 commute (same state in either order), so of two schedules that differ only in the order of
 independent steps one is explored: after exploring step ``t`` at a decision, ``t`` stays asleep
-in the siblings' subtrees until a step dependent on it runs. Sleep sets preserve every
-reachable end state (deadlock-free terminal states); they do not promise to visit every
-intermediate state, and a fault-free comparison found 163 distinct intermediate-state
-fingerprints with the reduction against 167 without, not yet explained: the per-step invariants
-are checked on the states the reduced search visits. The retry jitter is seeded per actor and
+in the siblings' subtrees until a step dependent on it runs. With a correct independence
+relation, sleep sets still visit every reachable state (Godefroid). A fault-free comparison
+nevertheless found 163 distinct state fingerprints with the reduction against 167 without; until
+that gap is explained (the independence relation or the fingerprint may be wrong), the per-step
+invariants are known to hold only on the states the reduced search visits. The retry jitter is seeded per actor and
 step, so that an actor's local computation depends only on its own history.
 """
 
