@@ -18,8 +18,8 @@ in the siblings' subtrees until a step dependent on it runs. With a correct inde
 relation, sleep sets still visit every reachable state (Godefroid). A fault-free comparison
 nevertheless found 163 distinct state fingerprints with the reduction against 167 without; until
 that gap is explained (the independence relation or the fingerprint may be wrong), the per-step
-invariants are known to hold only on the states the reduced search visits. The retry jitter is seeded per actor and
-step, so that an actor's local computation depends only on its own history.
+invariants are known to hold only on the states the reduced search visits. The retry jitter is
+seeded per actor and step, so that an actor's local computation depends only on its own history.
 """
 
 from __future__ import annotations
