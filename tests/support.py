@@ -83,7 +83,7 @@ class SentRequest:
     form: Mapping[str, str] | None
     json_body: Any
     headers: Mapping[str, str] | None
-    read_timeout: float | None
+    time_limit: float | None
     at: float
 
 
@@ -115,10 +115,10 @@ class ScriptedTransport(HttpTransport):
         form: Mapping[str, str] | None = None,
         json_body: Any = None,
         headers: Mapping[str, str] | None = None,
-        read_timeout: float | None = None,
+        time_limit: float | None = None,
     ) -> HttpResponse:
         at = self.clock.now() if self.clock else 0.0
-        request = SentRequest(method, url, endpoint, form, json_body, headers, read_timeout, at)
+        request = SentRequest(method, url, endpoint, form, json_body, headers, time_limit, at)
         self.sent.append(request)
         if not self.script:
             raise AssertionError(f"unexpected request to {endpoint} ({method} {url})")

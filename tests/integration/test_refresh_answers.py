@@ -148,7 +148,7 @@ def test_a_callers_deadline_shortens_the_whole_call(emulator: Emulator) -> None:
     emulator.inject("exchange", "trickle", interval=0.05, chunk=1)
     started = time.monotonic()
     with pytest.raises(UpstreamTimeoutError):
-        service.exchange(token, fallback_expires_at=0, read_timeout=0.5)
+        service.exchange(token, fallback_expires_at=0, time_limit=0.5)
     assert time.monotonic() - started < 1.5
 
 
@@ -183,7 +183,7 @@ def test_the_refresh_call_ends_in_time_to_store_its_answer(
     budgets: dict[str, list[float | None]] = {}
 
     def recording(*args: Any, **kwargs: Any) -> Any:
-        budgets.setdefault(kwargs["endpoint"], []).append(kwargs.get("read_timeout"))
+        budgets.setdefault(kwargs["endpoint"], []).append(kwargs.get("time_limit"))
         return send(*args, **kwargs)
 
     monkeypatch.setattr(transport, "request", recording)

@@ -355,7 +355,7 @@ def test_a_slow_answer_is_a_timeout_with_unknown_outcome(upstream: Upstream) -> 
     token = upstream.emulator.issue_tokens()["refresh_token"]
     upstream.emulator.inject("refresh", "delay", seconds=1.0)
     with pytest.raises(UpstreamTimeoutError) as info:
-        upstream.identity.refresh(client_id="cms-client", refresh_token=token, read_timeout=0.2)
+        upstream.identity.refresh(client_id="cms-client", refresh_token=token, time_limit=0.2)
     assert info.value.outcome_unknown
 
 

@@ -470,7 +470,7 @@ class SimulatedUpstream(HttpTransport):
         form: Mapping[str, str] | None = None,
         json_body: Any = None,
         headers: Mapping[str, str] | None = None,
-        read_timeout: float | None = None,
+        time_limit: float | None = None,
     ) -> HttpResponse:
         name, credential, answer = self._route(method, url, form, json_body, headers)
 

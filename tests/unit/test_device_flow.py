@@ -156,11 +156,11 @@ def test_stop_at_never_starts_a_poll_that_could_outlive_it() -> None:
     assert transport.sent == []
 
 
-def test_read_timeout_is_bounded_by_stop_at() -> None:
+def test_time_limit_is_bounded_by_stop_at() -> None:
     device, transport, clock = poller([PENDING])
     stop_at = clock.now() + 9
     device.run(stop_at=stop_at)
-    assert transport.sent[0].read_timeout == pytest.approx(4)
+    assert transport.sent[0].time_limit == pytest.approx(4)
 
 
 def test_expiry_is_declared_as_soon_as_no_poll_is_left_even_with_a_stop_at() -> None:

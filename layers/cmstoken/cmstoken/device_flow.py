@@ -128,13 +128,13 @@ class DevicePoller:
             if stop_at is not None and poll_at + MIN_POLL_BUDGET > stop_at:
                 return None
             self.clock.sleep(poll_at - now)
-            read_timeout = None if stop_at is None else stop_at - self.clock.now()
+            time_limit = None if stop_at is None else stop_at - self.clock.now()
             self.polls += 1
             try:
                 return self.identity.poll_device_token(
                     client_id=self.client_id,
                     device_code=self._device_code,
-                    read_timeout=read_timeout,
+                    time_limit=time_limit,
                 )
             except AuthorizationPendingError:
                 failures = 0

@@ -141,17 +141,16 @@ class HttpTransport:
         form: Mapping[str, str] | None = None,
         json_body: Any = None,
         headers: Mapping[str, str] | None = None,
-        read_timeout: float | None = None,
+        time_limit: float | None = None,
     ) -> HttpResponse:
         """Send one request and return the whole response, whatever its status.
 
         The whole call (connect, headers and body) ends within ``timeouts.total``, and within
-        ``read_timeout`` when given (callers with a deadline pass what is left of it; the name
-        is historical: it bounds the whole call, not each read). Raises
+        ``time_limit`` when given (callers with a deadline pass what is left of it). Raises
         ``UpstreamConnectionError``, ``UpstreamTimeoutError`` or ``MalformedResponseError``
         (body over the cap); never includes request data in messages.
         """
-        budget = self.timeouts.total if read_timeout is None else read_timeout
+        budget = self.timeouts.total if time_limit is None else time_limit
         budget = max(min(budget, self.timeouts.total), 0.001)
         started = time.monotonic()
         try:

@@ -43,7 +43,7 @@ class IdentityClient:
         return DeviceAuthorization.parse(document, received_at=now)
 
     def poll_device_token(
-        self, *, client_id: str, device_code: str, read_timeout: float | None = None
+        self, *, client_id: str, device_code: str, time_limit: float | None = None
     ) -> RawTokens:
         """Poll once for the tokens of a device authorization (endpoint 3).
 
@@ -54,11 +54,11 @@ class IdentityClient:
             "device_token",
             {"grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id},
             secret=device_code,
-            read_timeout=read_timeout,
+            time_limit=time_limit,
         )
 
     def refresh(
-        self, *, client_id: str, refresh_token: str, read_timeout: float | None = None
+        self, *, client_id: str, refresh_token: str, time_limit: float | None = None
     ) -> RefreshedTokens:
         """Trade a refresh token for new tokens (endpoint 5). The one sent is void afterwards:
         keep the ``refresh_token`` of the answer.
@@ -71,7 +71,7 @@ class IdentityClient:
         response = self._post(
             "refresh",
             {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": refresh_token},
-            read_timeout=read_timeout,
+            time_limit=time_limit,
         )
         now = self.clock.now()
         if not 200 <= response.status < 300:
@@ -79,19 +79,19 @@ class IdentityClient:
         document = json_value(response, endpoint="refresh")
         return RefreshedTokens.parse(document, received_at=now, endpoint="refresh")
 
-    def _post(self, endpoint: str, form: dict[str, str], *, read_timeout: float | None) -> Any:
+    def _post(self, endpoint: str, form: dict[str, str], *, time_limit: float | None) -> Any:
         return self.transport.request(
             "POST",
             f"{self.issuer_url}/oauth/token",
             endpoint=endpoint,
             form=form,
-            read_timeout=read_timeout,
+            time_limit=time_limit,
         )
 
     def _token_request(
-        self, endpoint: str, form: dict[str, str], *, secret: str, read_timeout: float | None
+        self, endpoint: str, form: dict[str, str], *, secret: str, time_limit: float | None
     ) -> RawTokens:
-        response = self._post(endpoint, form, read_timeout=read_timeout)
+        response = self._post(endpoint, form, time_limit=time_limit)
         now = self.clock.now()
         if response.status != 200:
             raise oauth_error(response, endpoint=endpoint, now=now, secrets=(secret,))

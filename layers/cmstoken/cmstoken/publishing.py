@@ -13,7 +13,7 @@ from .notifications import Notifier
 from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
 
-# The shortest read timeout an upstream call gets when its deadline is near.
+# The shortest time limit an upstream call gets when its deadline is near.
 MIN_READ_TIMEOUT = 0.5
 
 
@@ -73,7 +73,7 @@ class Publisher:
         published (the bootstrap promotes a new credential there)."""
         token = self.upstream(
             lambda timeout: self.service.exchange(
-                raw.token, fallback_expires_at=raw.expires_at, read_timeout=timeout
+                raw.token, fallback_expires_at=raw.expires_at, time_limit=timeout
             ),
             deadline,
             "exchange",
@@ -81,7 +81,7 @@ class Publisher:
         if self.verify:
             try:
                 self.upstream(
-                    lambda timeout: self.service.list_projects(token.token, read_timeout=timeout),
+                    lambda timeout: self.service.list_projects(token.token, time_limit=timeout),
                     deadline,
                     "verify",
                 )

@@ -256,7 +256,7 @@ class Rotator:
                 lambda timeout: identity.refresh(
                     client_id=credential.client_id,
                     refresh_token=credential.refresh_token,
-                    read_timeout=timeout,
+                    time_limit=timeout,
                 ),
                 deadline - WRITE_RESERVE_SECONDS,
                 "refresh",

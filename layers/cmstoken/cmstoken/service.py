@@ -45,7 +45,7 @@ class ServiceClient:
         return ProviderInfo.parse(json_object(response, endpoint="provider"))
 
     def exchange(
-        self, access_token: str, *, fallback_expires_at: float, read_timeout: float | None = None
+        self, access_token: str, *, fallback_expires_at: float, time_limit: float | None = None
     ) -> ServiceToken:
         """Exchange a raw access token for a service token (endpoint 4).
 
@@ -60,7 +60,7 @@ class ServiceClient:
             f"{self.base_url}/api/v3/auth/token",
             endpoint="exchange",
             json_body={"token": access_token},
-            read_timeout=read_timeout,
+            time_limit=time_limit,
         )
         if response.status != 200:
             raise service_error(
@@ -72,7 +72,7 @@ class ServiceClient:
         )
 
     def list_projects(
-        self, service_token: str, *, read_timeout: float | None = None
+        self, service_token: str, *, time_limit: float | None = None
     ) -> list[Project]:
         """The projects the service token can see (endpoint 6); accepts the ``{"data": [...]}``
         envelope and a bare object alike. ``TokenRefusedError`` when the token is not accepted."""
@@ -87,7 +87,7 @@ class ServiceClient:
                 "Authorization": f"Bearer {service_token}",
                 "Content-Type": "application/json",
             },
-            read_timeout=read_timeout,
+            time_limit=time_limit,
         )
         if response.status != 200:
             raise service_error(
