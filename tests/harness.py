@@ -147,3 +147,18 @@ def refuse_rotation_writes(code: str | None, times: int, *, after: int = 0) -> d
         "provide-client-params.secrets-manager.PutSecretValue", refuse
     )
     return left
+
+
+def record_secret_writes(monkeypatch: Any) -> list[str]:
+    """The secret id of every Secrets Manager write from now on, in order."""
+    from cmstoken.store import SecretStore
+
+    writes: list[str] = []
+    write = SecretStore.write
+
+    def record(self: SecretStore, secret_id: str, text: str, **kwargs: Any) -> str:
+        writes.append(secret_id)
+        return write(self, secret_id, text, **kwargs)
+
+    monkeypatch.setattr(SecretStore, "write", record)
+    return writes

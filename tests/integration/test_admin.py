@@ -25,7 +25,7 @@ from cmstoken.admin import (
     parse_args,
     run,
 )
-from harness import Stack, approve_pending
+from harness import Stack, approve_pending, record_secret_writes
 from support import load_handler
 
 pytestmark = pytest.mark.integration
@@ -262,20 +262,6 @@ def test_lambda_invoker_returns_the_result_and_reports_function_errors(
 # --- version churn, identity, and what the logs never hold -------------------------------------
 
 
-def record_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from cmstoken.store import SecretStore
-
-    writes: list[str] = []
-    write = SecretStore.write
-
-    def record(self: SecretStore, secret_id: str, text: str, **kwargs: Any) -> str:
-        writes.append(secret_id)
-        return write(self, secret_id, text, **kwargs)
-
-    monkeypatch.setattr(SecretStore, "write", record)
-    return writes
-
-
 def test_a_14_minute_bootstrap_writes_few_versions_and_never_logs_the_user_code(
     stack: Stack,
     invoker: LocalInvoker,
@@ -284,7 +270,7 @@ def test_a_14_minute_bootstrap_writes_few_versions_and_never_logs_the_user_code(
 ) -> None:
     from harness import REFRESH_SECRET, SERVICE_SECRET
 
-    writes = record_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     polls: list[int] = []  # refresh secret writes per poll invocation
     invoke = invoker.invoke
 
@@ -319,7 +305,7 @@ def test_a_reauthorization_writes_few_versions(
 
     stack.clock.at(10, lambda: approve_pending(stack))
     assert admin(invoker, "bootstrap", "--no-qr")[0] == 0
-    writes = record_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     stack.emulator.advance(3600)
     stack.clock.at(stack.clock.now() - stack.clock.start + 600, lambda: approve_pending(stack))
     assert admin(invoker, "bootstrap", "--no-qr")[0] == 0

@@ -12,7 +12,14 @@ import pytest
 from cmstoken.errors import ConfigurationError, ReauthorizationRequiredError
 from cmstoken.identity import IdentityClient
 from cmstoken.store import SecretStore
-from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, approve_pending, secret_values
+from harness import (
+    REFRESH_SECRET,
+    SERVICE_SECRET,
+    Stack,
+    approve_pending,
+    record_secret_writes,
+    secret_values,
+)
 from support import emitted_metrics, load_event
 
 pytestmark = pytest.mark.integration
@@ -356,19 +363,6 @@ def bootstrap(stack: Stack, *, subject: str | None = None, **start_fields: Any) 
     return poll(stack)
 
 
-def count_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The secret id of every write from now on, in order."""
-    writes: list[str] = []
-    write = SecretStore.write
-
-    def record(self: SecretStore, secret_id: str, text: str, **kwargs: Any) -> str:
-        writes.append(secret_id)
-        return write(self, secret_id, text, **kwargs)
-
-    monkeypatch.setattr(SecretStore, "write", record)
-    return writes
-
-
 @pytest.mark.parametrize(
     ("endpoint", "status", "reason"),
     [("exchange", 500, "HTTP 500"), ("projects", 403, "refused the new service token")],
@@ -409,7 +403,7 @@ def test_a_verified_reauthorization_replaces_the_credential_refresh_secret_first
     stack.emulator.advance(HOUR)
     start(stack)
     approve_pending(stack)
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     result = poll(stack)
     assert result["status"] == "authorized", result
     # the candidate, its promotion once verified, then the published token
@@ -436,7 +430,7 @@ def test_a_poll_invocation_with_6_seconds_left_still_polls(
 ) -> None:
     start(stack)
     stack.emulator.advance(5)  # the first poll's time has come
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     before = stack.clock.now()
     result = poll(stack, remaining_ms=6000)
     assert result["status"] == "pending"
@@ -530,7 +524,7 @@ def test_a_rotation_while_a_candidate_waits_writes_at_most_3_versions(
     stack.emulator.advance(5)
     assert poll(stack, remaining_ms=6000)["approved"] is True
     stack.emulator.advance(19 * HOUR)
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     assert stack.invoke("rotator", {})["outcome"] == "rotated"
     assert len(writes) <= 3, writes
     assert stack.refresh_document().candidate is not None
@@ -622,7 +616,7 @@ def test_pending_polls_write_nothing_while_they_can_wait_out_the_interval(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start(stack)
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     for _ in range(10):
         assert poll(stack, max_wait_seconds=20)["status"] == "pending"
     assert writes == []
@@ -635,7 +629,7 @@ def test_pending_polls_write_nothing_while_they_can_wait_out_the_interval(
 def test_a_slow_down_is_stored_once(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     start(stack)
     stack.emulator.inject("device_token", "status", times=1, status=429, error="slow_down")
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     assert poll(stack, max_wait_seconds=20)["status"] == "pending"
     assert writes == [REFRESH_SECRET]
     pending = stack.refresh_document().pending
@@ -727,7 +721,7 @@ def test_pending_polls_at_a_long_interval_write_nothing_either(
 ) -> None:
     stack.emulator.config.poll_interval = 15
     start(stack)
-    writes = count_writes(monkeypatch)
+    writes = record_secret_writes(monkeypatch)
     for _ in range(6):
         assert poll(stack, max_wait_seconds=20)["status"] == "pending"
     assert writes == []
