@@ -162,3 +162,23 @@ def record_secret_writes(monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(SecretStore, "write", record)
     return writes
+
+
+def refresh_request_queue() -> tuple[Any, str]:
+    """An SQS queue that receives every ``Service Token Refresh Requested`` event on the default
+    bus (standing in for the rotator's rule): the SQS client and the queue's URL."""
+    import boto3
+
+    from cmstoken.triggers import REFRESH_REQUESTED
+
+    sqs = boto3.client("sqs")
+    events = boto3.client("events")
+    queue_url = sqs.create_queue(QueueName="refresh-requests")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(
+        Name="refresh-requested", EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]})
+    )
+    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    return sqs, queue_url

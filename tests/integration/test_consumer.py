@@ -19,7 +19,7 @@ from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvi
 from cmstoken.errors import ReauthorizationRequiredError
 from cmstoken.redaction import fingerprint
 from cmstoken.triggers import REFRESH_REQUESTED
-from harness import SERVICE_SECRET, Stack, secret_values
+from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
 
 pytestmark = pytest.mark.integration
 
@@ -73,16 +73,7 @@ class Consumer:
 @pytest.fixture
 def setup(server_stack: Stack) -> Consumer:
     """A bootstrapped stack whose last refresh is an hour old (forced rotations not debounced)."""
-    sqs = boto3.client("sqs")
-    events = boto3.client("events")
-    queue_url = sqs.create_queue(QueueName="refresh-requests")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    events.put_rule(
-        Name="refresh-requested", EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]})
-    )
-    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    sqs, queue_url = refresh_request_queue()
     server_stack.seed()
     server_stack.emulator.advance(HOUR)
     return Consumer(server_stack, sqs, queue_url)

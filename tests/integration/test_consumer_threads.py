@@ -29,8 +29,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from cmstoken import aws, consumer
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.triggers import REFRESH_REQUESTED
-from harness import SERVICE_SECRET, Stack, approve_pending
+from harness import SERVICE_SECRET, Stack, approve_pending, refresh_request_queue
 
 pytestmark = pytest.mark.integration
 
@@ -106,16 +105,7 @@ class Workload:
 
 @pytest.fixture
 def workload(server_stack: Stack) -> Workload:
-    sqs = boto3.client("sqs")
-    events = boto3.client("events")
-    queue_url = sqs.create_queue(QueueName="refresh-requests")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    events.put_rule(
-        Name="refresh-requested", EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]})
-    )
-    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    sqs, queue_url = refresh_request_queue()
     server_stack.seed()
     server_stack.emulator.advance(HOUR)
     return Workload(server_stack, sqs, queue_url)
