@@ -180,7 +180,10 @@ def test_the_refresh_secret_hardening_denies_changes_to_all_but_functions_and_ad
     None
 ):
     """A principal with ``secretsmanager:*`` could otherwise delete the read deny, move the
-    AWSCURRENT stage back to a used token, or write a value of its own."""
+    AWSCURRENT stage back to a used token, or write a value of its own. The exception names
+    role ARNs: for a request made with an assumed role, ``aws:PrincipalArn`` is the role's ARN,
+    not the session's (IAM User Guide, "AWS global condition context keys", aws:PrincipalArn),
+    which is why the parameter refuses assumed-role session ARNs."""
     read_deny, change_deny = refresh_secret_policy(RefreshCredentialAdministrators=ADMINISTRATORS)
     assert read_deny["Action"] == "secretsmanager:GetSecretValue"
     assert change_deny["Effect"] == "Deny"
