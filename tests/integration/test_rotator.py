@@ -715,6 +715,44 @@ def test_a_refused_credential_announces_reauthorization(
         assert secret not in event["Detail"]
 
 
+def test_a_crash_after_marking_the_credential_is_finished_by_the_next_due_run(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, sent_events: list[dict[str, Any]]
+) -> None:
+    """The credential is marked, then the run ends (a crash, a timeout) before the published
+    copy says so: the next run that is due finds the marked credential, marks the published
+    document and announces it, once."""
+    stack.seed()
+    stack.emulator.revoke_family(stack.newest_refresh_token())
+    make_due(stack)
+
+    def is_marking(secret_id: str, text: str, **_: Any) -> bool:
+        return secret_id == REFRESH_SECRET and '"reauthorization_required"' in text
+
+    with monkeypatch.context() as patch:
+        crash_after(patch, SecretStore, "write", is_marking)
+        with pytest.raises(SimulatedCrash):
+            stack.invoke("rotator", {})
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "reauthorization_required"
+    assert stack.service_document().credential_status == "active"
+    assert sent_events == []
+    calls = sum(stack.emulator.counts.values())
+
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "reauthorization_required"
+    assert stack.service_document().credential_status == "reauthorization_required"
+    (event,) = sent_events
+    assert event["DetailType"] == "Reauthorization Required"
+    versions = stack.secretsmanager.list_secret_version_ids(SecretId=SERVICE_SECRET)["Versions"]
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "reauthorization_required"
+    assert len(sent_events) == 1  # announced once
+    later = stack.secretsmanager.list_secret_version_ids(SecretId=SERVICE_SECRET)["Versions"]
+    assert len(later) == len(versions)  # and written once
+    assert sum(stack.emulator.counts.values()) == calls  # no upstream call after the refusal
+
+
 def test_an_event_bus_failure_does_not_fail_the_rotation(
     stack: Stack, sent_events: list[dict[str, Any]]
 ) -> None:

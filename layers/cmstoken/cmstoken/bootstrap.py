@@ -443,11 +443,7 @@ class Bootstrapper:
         ):
             return None
         published = self.vault.read_published(deadline)
-        if (
-            published is not None
-            and published.authorized_at is not None
-            and int(published.authorized_at) == int(credential.authorized_at)
-        ):
+        if published is not None and published.from_authorization(credential.authorized_at):
             return None
         return self._publish(credential, raw, deadline)
 

@@ -100,24 +100,44 @@ class CredentialVault:
                 logger.warning("published service token is unreadable", extra={"error": str(exc)})
         return self.published
 
-    def write_published(self, document: ServiceTokenDocument, deadline: float) -> bool:
+    def write_published(
+        self, document: ServiceTokenDocument, deadline: float, *, newer_wins: bool = False
+    ) -> bool:
         """Publish ``document`` over the version last read; ``False`` when another writer
-        published first (theirs is kept: it is verified too)."""
+        published first and theirs is kept (it is verified too).
+
+        With ``newer_wins``, theirs is kept only when it comes from the same authorization as
+        ``document``, or a newer one: a token from an older authorization (a rotation of the
+        credential a re-authorization replaced, or its marking) is replaced, so that the
+        published token and its metadata describe the credential in use."""
         if self._published_version is None and self.published is None:
             self.read_published(deadline)
         text = document.to_json()
-        try:
-            self._published_version = self._call(
-                lambda: self.store.write(
-                    self.settings.service_token_secret_id, text, replacing=self._published_version
-                ),
-                deadline,
-            )
-        except VersionConflictError:
-            logger.warning("another writer published a service token at the same time; kept it")
-            return False
-        self.published = document
-        return True
+        for attempt in range(MAX_MERGES + 1):
+            if attempt:
+                theirs = self.read_published(deadline)
+                if theirs is not None and not theirs.older_authorization_than(
+                    document.authorized_at or 0.0
+                ):
+                    break
+                logger.info("replacing a service token published from an older authorization")
+            try:
+                self._published_version = self._call(
+                    lambda: self.store.write(
+                        self.settings.service_token_secret_id,
+                        text,
+                        replacing=self._published_version,
+                    ),
+                    deadline,
+                )
+            except VersionConflictError:
+                if not newer_wins or document.authorized_at is None or attempt == MAX_MERGES:
+                    break
+                continue
+            self.published = document
+            return True
+        logger.warning("another writer published a service token at the same time; kept it")
+        return False
 
     def _call[T](self, operation: Callable[[], T], deadline: float) -> T:
         return call_with_retries(

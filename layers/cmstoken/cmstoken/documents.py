@@ -402,6 +402,16 @@ class ServiceTokenDocument:
     min_refresh_interval_seconds: int | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
+    def older_authorization_than(self, authorized_at: float) -> bool:
+        """Whether this token comes from an authorization older than the one made at
+        ``authorized_at`` (compared to the second, as stored); unknown counts as older."""
+        return self.authorized_at is None or int(self.authorized_at) < int(authorized_at)
+
+    def from_authorization(self, authorized_at: float) -> bool:
+        """Whether this token comes from the authorization made at ``authorized_at`` (to the
+        second, as stored)."""
+        return self.authorized_at is not None and int(self.authorized_at) == int(authorized_at)
+
     def to_json(self) -> str:
         """The ``SecretString`` to store."""
         extra = {k: v for k, v in self.extra.items() if k not in _SERVICE_TOKEN_KEYS}

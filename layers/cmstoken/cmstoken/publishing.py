@@ -70,7 +70,8 @@ class Publisher:
         """Exchange, verify (unless disabled), publish, announce (``Service Token Rotated``).
         ``VerificationFailedError`` when the service refuses the new token: the previous one
         stays published. ``before_write`` runs once the token is verified, before it is
-        published (the bootstrap promotes a new credential there)."""
+        published (the bootstrap promotes a new credential there). A token another writer
+        published meanwhile is kept unless it comes from an older authorization."""
         token = self.upstream(
             lambda timeout: self.service.exchange(
                 raw.token, fallback_expires_at=raw.expires_at, time_limit=timeout
@@ -103,7 +104,8 @@ class Publisher:
             credential_status=STATUS_ACTIVE,
             min_refresh_interval_seconds=self.vault.settings.min_refresh_interval_seconds,
         )
-        if self.vault.write_published(document, deadline) and self.notifier is not None:
+        written = self.vault.write_published(document, deadline, newer_wins=True)
+        if written and self.notifier is not None:
             self.notifier.rotated(
                 secret_id=self.vault.settings.service_token_secret_id,
                 expires_at=document.expires_at,

@@ -213,6 +213,10 @@ class Rotator:
                 " run the bootstrap again",
                 extra={"credential": fingerprint(credential.refresh_token)},
             )
+            if self.published is not None and self.published.credential_status == STATUS_ACTIVE:
+                # The run that marked the credential ended before marking the published copy
+                # (a crash, a timeout): finish that, announcement included.
+                self._mark_published(credential, "refused earlier", deadline)
             return RotationResult(
                 outcome=OUTCOME_REAUTHORIZATION_REQUIRED,
                 reason="the refresh credential was refused; run the bootstrap again",
@@ -397,38 +401,48 @@ class Rotator:
         self, credential: RefreshCredential, error: CredentialRejectedError, deadline: float
     ) -> ReauthorizationRequiredError:
         """``invalid_grant`` / ``invalid_client``: a race (raises ``_RaceLostError``) or a dead
-        credential, marked as such; returns the error to raise."""
-        current = self.vault.read_refresh(deadline)
-        if (
-            current.secret.credential is not None
-            and current.secret.credential.refresh_token != credential.refresh_token
-        ):
+        credential, marked as such (merged into the newest document: a pending authorization
+        or a candidate written meanwhile stays); returns the error to raise."""
+        marked: list[RefreshCredential] = []
+
+        def mark(document: RefreshSecret) -> RefreshSecret | None:
+            stored = document.credential
+            if stored is None or stored.refresh_token != credential.refresh_token:
+                return None  # another writer rotated or replaced it: a race, not a refusal
+            marked[:] = [replace(stored, status=STATUS_REAUTHORIZATION_REQUIRED)]
+            lease = document.lease
+            ours = lease is not None and lease.owner == self.owner
+            return replace(document, credential=marked[0], lease=None if ours else lease)
+
+        if self.vault.update_refresh(self.vault.read_refresh(deadline), mark, deadline) is None:
             raise _RaceLostError from error
-        marked = replace(credential, status=STATUS_REAUTHORIZATION_REQUIRED)
-        self.vault.write_refresh(
-            replace(current.secret, credential=marked, lease=None), current.version_id, deadline
-        )
-        self.credential = marked
-        if self.published is not None:
-            self.vault.write_published(
-                replace(self.published, credential_status=STATUS_REAUTHORIZATION_REQUIRED),
-                deadline,
-            )
+        self.credential = marked[0]
         logger.error(
             "reauthorization required: the identity provider refused the refresh credential; "
             "run the bootstrap again",
             extra={"error": str(error), "credential": fingerprint(credential.refresh_token)},
         )
-        if self.notifier is not None:
-            self.notifier.reauthorization_required(
-                secret_id=self.settings.refresh_secret_id,
-                authorized_at=credential.authorized_at,
-                error=error.code or str(error.status),
-            )
+        self._mark_published(marked[0], error.code or str(error.status), deadline)
         return ReauthorizationRequiredError(
             f"the identity provider refused the refresh credential ({error.code or error.status});"
             " a person must authorize again: run the bootstrap"
         )
+
+    def _mark_published(self, credential: RefreshCredential, error: str, deadline: float) -> None:
+        """Copy the credential's ``reauthorization_required`` into the published document
+        (kept when another writer published meanwhile: a new authorization's token) and
+        announce it."""
+        if self.published is not None:
+            self.vault.write_published(
+                replace(self.published, credential_status=STATUS_REAUTHORIZATION_REQUIRED),
+                deadline,
+            )
+        if self.notifier is not None:
+            self.notifier.reauthorization_required(
+                secret_id=self.settings.refresh_secret_id,
+                authorized_at=credential.authorized_at,
+                error=error,
+            )
 
     def _release(self, held: Snapshot, deadline: float, *, read_first: bool = False) -> None:
         """Give the lease back after a handled failure, so that a retry need not wait for it.
