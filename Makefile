@@ -54,11 +54,17 @@ template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
 build: $(STAMP) ## sam build (the layer: its lock for arm64, precompiled; the functions) into .aws-sam/
 	$(TOOL_ENV) $(BIN)/sam build --template template.yaml --build-dir .aws-sam/build
 
-package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmstoken]), template in .aws-sam/packaged.yaml
-	@test -n "$(BUCKET)" || { echo "usage: make package BUCKET=<S3 bucket in your region> [PREFIX=cmstoken]" >&2; exit 2; }
+# SOURCE_URL and HOME_PAGE_URL (the SAR metadata's SourceCodeUrl and HomePageUrl) reach
+# scripts/sar_urls.py through the environment (make exports command-line variables): checked
+# before anything is uploaded, written into the packaged template after.
+package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmstoken] [SOURCE_URL=https://...] [HOME_PAGE_URL=https://...]), template in .aws-sam/packaged.yaml
+	@test -n "$(BUCKET)" || { echo "usage: make package BUCKET=<S3 bucket in your region> [PREFIX=cmstoken] [SOURCE_URL=https://...] [HOME_PAGE_URL=https://...]" >&2; exit 2; }
+	@rm -f .aws-sam/packaged.yaml
+	@$(BIN)/python scripts/sar_urls.py check
 	SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0 $(BIN)/sam package \
 	  --template-file .aws-sam/build/template.yaml --s3-bucket "$(BUCKET)" --s3-prefix "$(or $(PREFIX),cmstoken)" \
 	  --output-template-file .aws-sam/packaged.yaml
+	@$(BIN)/python scripts/sar_urls.py apply .aws-sam/packaged.yaml || { rm -f .aws-sam/packaged.yaml; exit 2; }
 	@echo "packaged: .aws-sam/packaged.yaml (deploy it with sam deploy --template-file, or publish it)"
 
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/

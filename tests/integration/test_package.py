@@ -1,19 +1,31 @@
 """`make package` as a user runs it, against moto's S3 on 127.0.0.1: the build's code is
 uploaded, the packaged template names the uploaded objects and validates, and CloudFormation
-(moto's) creates a stack from it."""
+(moto's) creates a stack from it. Its Serverless Application Repository metadata carries the
+publisher's SOURCE_URL and HOME_PAGE_URL, as `sam publish` would send them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
+from botocore.validate import validate_parameters
+from samcli.vendor.serverlessrepo import publish  # type: ignore[import-untyped]
+from samcli.vendor.serverlessrepo.parser import (  # type: ignore[import-untyped]
+    get_app_metadata,
+    strip_app_metadata,
+)
+from samcli.yamlhelper import yaml_dump  # type: ignore[import-untyped]
 from samtranslator.yaml_helper import yaml_parse
 
+import cmstoken
 from deployment import ROOT, Deployer, built_template, sam_transform
+from yaml_state import safe_loader_restored
 
 pytestmark = [
     pytest.mark.integration,
@@ -23,10 +35,21 @@ pytestmark = [
 BUCKET = "cmstoken-releases"
 PACKAGED = ROOT / ".aws-sam" / "packaged.yaml"
 ARTIFACTS = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
+SOURCE_URL = "https://example.org/acme/cmstoken"
+SAR = "AWS::ServerlessRepo::Application"
+
+
+@pytest.fixture(autouse=True)
+def _safe_loader_restored() -> Iterator[None]:
+    """The SAM CLI's YAML parsers change PyYAML's SafeLoader for the process (see yaml_state)."""
+    with safe_loader_restored():
+        yield
 
 
 def make_package(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # -o build: reuse the build `make test` made (the deploy test checks it is current).
+    # The URLs come from the arguments only, not from the environment pytest runs in.
+    env = {k: v for k, v in env.items() if k not in {"SOURCE_URL", "HOME_PAGE_URL"}}
     return subprocess.run(
         ["make", "-s", "-o", "build", "package", *arguments],
         cwd=ROOT,
@@ -39,13 +62,42 @@ def make_package(*arguments: str, env: dict[str, str]) -> subprocess.CompletedPr
 
 
 @pytest.fixture
-def packaged(moto_server: str) -> dict[str, Any]:
+def bucket(moto_server: str) -> str:
     built_template()  # fails, saying to run `make build`, when missing or stale
     boto3.client("s3").create_bucket(Bucket=BUCKET)
     PACKAGED.unlink(missing_ok=True)
-    result = make_package(f"BUCKET={BUCKET}", "PREFIX=v1", env=dict(os.environ))
+    return BUCKET
+
+
+def package(*arguments: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`make package` into the bucket, succeeding; the packaged template."""
+    result = make_package(f"BUCKET={BUCKET}", "PREFIX=v1", *arguments, env=env or dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr
     return yaml_parse(PACKAGED.read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def packaged(bucket: str) -> dict[str, Any]:
+    """Packaged as a publisher does, with SOURCE_URL (HOME_PAGE_URL defaulting to it)."""
+    return package(f"SOURCE_URL={SOURCE_URL}")
+
+
+def create_application_request(template_text: str) -> dict[str, Any]:
+    """The CreateApplication request `sam publish` would send for this packaged template, built
+    offline by the SAM CLI's own code (samcli.vendor.serverlessrepo.publish), with the
+    properties SAR needs to share an application publicly checked, and the request checked
+    against the service's API model."""
+    template = publish._get_template_dict(template_text)
+    metadata = get_app_metadata(template)
+    metadata.validate(["name", "description", "author", "spdx_license_id", "source_code_url"])
+    request: dict[str, Any] = publish._create_application_request(
+        metadata, yaml_dump(strip_app_metadata(template))
+    )
+    model = botocore.session.get_session().get_service_model("serverlessrepo")
+    shape = model.operation_model("CreateApplication").input_shape
+    assert shape is not None
+    validate_parameters(request, shape)  # raises ParamValidationError
+    return request
 
 
 def test_a_bucket_is_required() -> None:
@@ -99,3 +151,63 @@ def test_cloudformation_creates_a_stack_from_the_packaged_template(
     functions = boto3.client("lambda").list_functions()["Functions"]
     assert len([f for f in functions if "cmstoken-packaged" in f["FunctionName"]]) >= 2
     assert stack.outputs["Version"] == packaged["Outputs"]["Version"]["Value"]
+
+
+def test_the_packaged_metadata_is_what_sam_publish_sends(packaged: dict[str, Any]) -> None:
+    request = create_application_request(PACKAGED.read_text())
+    assert request["SourceCodeUrl"] == SOURCE_URL
+    assert request["HomePageUrl"] == SOURCE_URL
+    assert request["SpdxLicenseId"] == "Apache-2.0"
+    assert request["SemanticVersion"] == cmstoken.__version__
+    assert request["LicenseUrl"].startswith(f"s3://{BUCKET}/v1/")
+    assert request["ReadmeUrl"].startswith(f"s3://{BUCKET}/v1/")
+    assert SAR not in yaml_parse(request["TemplateBody"]).get("Metadata", {})
+
+
+def test_an_explicit_home_page_url_is_kept(bucket: str) -> None:
+    template = package(f"SOURCE_URL={SOURCE_URL}", f"HOME_PAGE_URL={SOURCE_URL}/wiki")
+    assert template["Metadata"][SAR]["SourceCodeUrl"] == SOURCE_URL
+    assert template["Metadata"][SAR]["HomePageUrl"] == f"{SOURCE_URL}/wiki"
+    request = create_application_request(PACKAGED.read_text())
+    assert request["HomePageUrl"] == f"{SOURCE_URL}/wiki"
+
+
+def test_without_a_source_url_or_a_remote_the_fields_stay_out(bucket: str, tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
+    # This checkout may have an origin remote; git asked there answers from an empty repository.
+    env = {**os.environ, "GIT_DIR": str(tmp_path / ".git")}
+    result = make_package(f"BUCKET={BUCKET}", "PREFIX=v1", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    metadata = yaml_parse(PACKAGED.read_text())["Metadata"][SAR]
+    assert "SourceCodeUrl" not in metadata
+    assert "HomePageUrl" not in metadata
+    notes = [line for line in result.stderr.splitlines() if "SourceCodeUrl" in line]
+    assert len(notes) == 1, result.stderr
+    assert "no SOURCE_URL and no origin remote" in notes[0]
+    assert "privately" in notes[0]
+    assert "Serverless Application Repository" in notes[0]
+    assert "SOURCE_URL=https://" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("SOURCE_URL", "http://example.org/acme/cmstoken", "https://"),
+        ("SOURCE_URL", "https://bob:s3cret@example.org/acme/cmstoken", "credentials"),
+        ("HOME_PAGE_URL", "https://example.org/acme cmstoken", "whitespace"),
+    ],
+)
+def test_a_bad_url_fails_before_anything_is_uploaded(
+    bucket: str, variable: str, value: str, reason: str
+) -> None:
+    PACKAGED.write_text("a stale packaged template\n")
+    arguments = [f"BUCKET={BUCKET}", "PREFIX=v1", f"SOURCE_URL={SOURCE_URL}", f"{variable}={value}"]
+    result = make_package(*arguments, env=dict(os.environ))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("make package:")]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"make package: {variable} must be an https:// URL")
+    assert reason in lines[0]
+    assert "s3cret" not in result.stdout + result.stderr
+    assert not PACKAGED.exists()
+    assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)
