@@ -15,17 +15,35 @@ listings), and are not both faults drawn from the same budget; a crash touches n
 commute (same state in either order), so of two schedules that differ only in the order of
 independent steps one is explored: after exploring step ``t`` at a decision, ``t`` stays asleep
 in the siblings' subtrees until a step dependent on it runs. With a correct independence
-relation, sleep sets still visit every reachable state (Godefroid). A fault-free comparison
-nevertheless found 163 distinct state fingerprints with the reduction against 167 without; until
-that gap is explained (the independence relation or the fingerprint may be wrong), the per-step
-invariants are known to hold only on the states the reduced search visits. The retry jitter is
-seeded per actor and step, so that an actor's local computation depends only on its own history.
+relation, sleep sets still visit every reachable state (Godefroid), and here they do:
+``tests/unit/test_simulation_reduction.py`` checks that the reduced and the full search visit the
+same set of state fingerprints (fault-free, and with a lost refresh answer, whose retries sleep).
+
+A step is an actor's call and its local computation up to its next scheduling point (or its
+end). Two harness faults, not the independence relation, once made the reduced search miss
+states (163 fingerprints against 167 fault-free, 397 against 500 with a lost answer):
+
+- states were recorded inside steps, after each call and again at an actor's end. After
+  "second refreshes" then "first reads the credential (and skips, ending)", the full search
+  recorded "first has read, not yet ended, second has refreshed"; the reduced search runs the
+  independent read first, and that point, inside first's last step, never follows the refresh
+  there. States are now recorded only between steps (at a decision, when the actors are done,
+  after each recovery step);
+- the retry jitter was seeded by the number of steps of all actors, so "second reads the service
+  token" and "first refreshes, the answer lost" (independent) did not commute: swapped, first's
+  back-off came from another seed (0.27 s against 0.28 s) and the clock differed. The jitter is
+  now seeded by the actor and its own step number (``simulation.scheduler.seed_jitter``): each
+  actor has its own stream, as each invocation has its own process. The product still draws from
+  the global ``random``; the harness only reseeds it.
+
+The fingerprint holds every secret's versions with their values, the provider's and the service's
+tokens, the clock, the faults used and each actor's own history (its steps and what they saw),
+nothing that orders the steps of different actors.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -38,7 +56,7 @@ from cmstoken.rotation import LEASE_GRACE_SECONDS
 from cmstoken.store import SecretStore, next_version_id
 from cmstoken.triggers import RotationRequest
 from simulation.invariants import InvariantChecker, Step, Violation, label
-from simulation.scheduler import Actor, Scheduler, SchedulingError
+from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 DEADLINE_SECONDS = 120.0
@@ -219,6 +237,7 @@ class Harness(Scheduler):
         self.recovering = False
         self.states: set[int] | None = None
         self._stale = 0
+        self._recovery_steps = 0
         self.world: World
         self.checker: InvariantChecker
         self.start_at = 0.0
@@ -306,11 +325,12 @@ class Harness(Scheduler):
         return options
 
     def run(self) -> None:
-        random.seed(0)
         for actor in self.actors:
             self._start(actor)
         while True:
             parked = [cast(SimActor, a) for a in self.actors if a.state == "parked"]
+            if not self.abandoned:
+                self._record_state()
             if not parked:
                 return
             options = [t for a in parked for t in self._variants(a)]
@@ -336,7 +356,13 @@ class Harness(Scheduler):
     def _perform(
         self, name: str, action: str, act: Callable[[], Any], fault: str, seconds: float
     ) -> Any:
-        random.seed(f"{name}:{len(self.steps)}")
+        # The jitter the actor draws before its next scheduling point is seeded by the actor and
+        # its own step number, not by the number of steps of all actors: with that, two
+        # commuting steps left an actor a different back-off in either order.
+        actor = next((a for a in self.actors if a.name == name), None)
+        if actor is None:
+            self._recovery_steps += 1
+        seed_jitter(name, len(actor.points) if actor is not None else self._recovery_steps)
         world = self.world
         if fault == "lost":
             world.upstream.lose(action.removeprefix("upstream."))
@@ -370,9 +396,18 @@ class Harness(Scheduler):
         self.steps.append(step)
         if self.violation is None:
             self.violation = self.checker.after(step)
+        if actor == "recovery":
+            self._record_state()
+        return step
+
+    def _record_state(self) -> None:
+        """Note the state: only between transitions (at a decision, when the actors are done,
+        after a recovery step), never inside one. A step runs its actor on to its next
+        scheduling point, so its call and, say, the actor's end are one transition: the state
+        between them is no state of the search, and recording it made a state reachable only
+        in the orders where that transition comes last."""
         if self.states is not None:
             self.states.add(self._fingerprint())
-        return step
 
     def _record(
         self,
@@ -469,16 +504,36 @@ class Harness(Scheduler):
         self._step(name, kind, f"{when} {text}", **facts)
 
     def _fingerprint(self) -> int:
+        """The state between two transitions: every secret's versions (ids and values, in
+        order), the identity provider's refresh and access tokens, the service's tokens, the
+        clock, the faults used, and each actor's own history (the steps it took and what it saw,
+        which determine its local state; crashed or not). Nothing that records the order of
+        steps of different actors: two orders of commuting steps must give one fingerprint."""
         world = self.world
-        used = tuple(v for v, t in world.identity.tokens.items() if t.used_at is not None)
+        identity = world.identity
+        secrets = tuple(
+            tuple((v, secret.versions[v].text) if v else None for v in secret.history)
+            for secret in world.secretsmanager.secrets.values()
+        )
+        tokens = tuple(
+            (value, token.parent, token.used_at, token.family.revoked)
+            for value, token in identity.tokens.items()
+        )
+        actors = tuple(
+            (
+                tuple(s.text for s in self.steps if s.actor == actor.name),
+                cast(SimActor, actor).crashed,
+            )
+            for actor in self.actors
+        )
         return hash(
             (
-                tuple(tuple(s.history) for s in world.secretsmanager.secrets.values()),
-                used,
-                len(world.identity.tokens),
+                secrets,
+                tokens,
+                tuple(identity.access_tokens.items()),
+                tuple(world.upstream.service.tokens.items()),
                 world.clock.now(),
-                tuple((len(a.points), cast(SimActor, a).crashed) for a in self.actors),
-                frozenset(s.actor for s in self.steps if s.action == "end"),
+                actors,
                 tuple(sorted(self.used.items())),
             )
         )

@@ -5,7 +5,10 @@ call they make on a model is a scheduling point where the schedule picks who goe
 An actor that reaches a model call parks; when every unfinished actor is parked, ``choose(n)``
 picks one of the ``n`` parked actors (in the order they were started), which performs its call
 and runs on to its next scheduling point or its end. Exactly one thread runs product code at a
-time, so a run is a function of its choices (the retry jitter is seeded per run).
+time, so a run is a function of its choices. The retry jitter (``random``, drawn by the product
+between two scheduling points) is reseeded at every step from the actor's name and its own step
+number (``seed_jitter``): each actor has its own stream, as each invocation has its own process,
+and what an actor draws never depends on how many draws the others made before it.
 
 ``explore`` enumerates every sequence of choices depth first (each run replays a prefix and
 takes the first alternative after it), so it visits every interleaving of the actors'
@@ -22,6 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WAIT_SECONDS = 10.0
+
+
+def seed_jitter(actor: str, step: int) -> None:
+    """Seed the global ``random`` (which the retry jitter draws from) for ``actor``'s code after
+    its ``step``-th scheduling point: a function of the actor's own history only."""
+    random.seed(f"{actor}:{step}")
 
 
 class SchedulingError(AssertionError):
@@ -66,6 +75,7 @@ class Scheduler:
             if not self._cond.wait_for(lambda: actor.state == "running", WAIT_SECONDS):
                 raise SchedulingError(f"{actor.name} was never resumed")
         actor.points.append(actor.point)
+        seed_jitter(actor.name, len(actor.points))
         return act()
 
     # --- running ------------------------------------------------------------------------------
@@ -73,7 +83,6 @@ class Scheduler:
     def run(self) -> None:
         """Start the actors one after another (each runs to its first scheduling point), then
         resume one parked actor at a time as ``choose`` decides, until all are done."""
-        random.seed(0)
         for actor in self.actors:
             self._start(actor)
         while True:
@@ -91,6 +100,7 @@ class Scheduler:
     def _start(self, actor: Actor) -> None:
         def main() -> None:
             self._local.actor = actor
+            seed_jitter(actor.name, 0)
             try:
                 actor.result = actor.body()
             except BaseException as exc:  # recorded, judged by the test
