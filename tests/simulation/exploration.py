@@ -501,7 +501,7 @@ class Harness(Scheduler):
             else:
                 text = f"{name} calls {endpoint}{tag}: {status}"
             facts["status"] = status
-        self._step(name, kind, f"{when} {text}", **facts)
+        self._step(name, action, f"{when} {text}", **facts)
 
     def _fingerprint(self) -> int:
         """The state between two transitions: every secret's versions (ids and values, in

@@ -9,12 +9,8 @@ provider revoked the active credential (the rotator meets ``invalid_grant`` and 
 approval is stored as the candidate or, once marked, as the credential); and a ``start`` (the
 pending authorization's own write) interleaved with a rotation.
 
-I5, checked at every step that changes the refresh credential document: a pending authorization
-and a rotation never erase each other's fields. The rotator's writes leave ``pending`` and
-``candidate`` as they were and change the credential only by rotating it (the new token a child
-of the stored one) or marking it; the bootstrap's writes leave the credential, the raw access
-token and the lease as they were, except when they install a new authorization: as the first
-credential (none active before) or by promoting the stored candidate. Checked at the end of
+I5 (``simulation.i5``), checked at every step that changes the refresh credential document: a
+pending authorization and a rotation never erase each other's fields. Checked at the end of
 every schedule: I1 (no refresh token presented again after the provider acted on it), exactly
 one credential (active, usable, no candidate or pending authorization left), and the published
 service token accepted. A bootstrap whose writes replace the whole document with the one it
@@ -36,6 +32,7 @@ import pytest
 from cmstoken import credentials
 from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
 from cmstoken.triggers import RotationRequest
+from simulation.i5 import judge
 from simulation.scheduler import Scheduler, explore
 from simulation.world import HOUR, REFRESH_SECRET, World
 
@@ -74,47 +71,7 @@ class I5Checker:
         return answer
 
     def _judge(self, writer: str, old: RefreshSecret, new: RefreshSecret) -> str | None:
-        if writer == ROTATOR:
-            if new.pending != old.pending:
-                return "the pending authorization changed"
-            if new.candidate != old.candidate:
-                return "the candidate changed"
-            if not self._rotation_of(old, new):
-                return "the credential changed other than by its rotation"
-            return None
-        kept = (
-            new.credential == old.credential
-            and new.raw_access_token == old.raw_access_token
-            and new.lease == old.lease
-        )
-        if kept or self._installed(old, new):
-            return None
-        return "the credential, raw access token or lease changed without a new authorization"
-
-    def _rotation_of(self, old: RefreshSecret, new: RefreshSecret) -> bool:
-        before, after = old.credential, new.credential
-        if before is None or after is None:
-            return before == after
-        if after.refresh_token == before.refresh_token:
-            return after.authorized_at == before.authorized_at
-        issued = self.world.identity.tokens.get(after.refresh_token)
-        return issued is not None and issued.parent == before.refresh_token
-
-    def _installed(self, old: RefreshSecret, new: RefreshSecret) -> bool:
-        """A new authorization installed: the first credential (none active before), or the
-        stored candidate promoted; either way a device flow's first token, no lease."""
-        credential = new.credential
-        if credential is None or new.lease is not None:
-            return False
-        issued = self.world.identity.tokens.get(credential.refresh_token)
-        if issued is None or issued.parent is not None or credential == old.credential:
-            return False
-        if old.candidate is not None:
-            return (credential, new.raw_access_token) == (
-                old.candidate.credential,
-                old.candidate.raw_access_token,
-            )
-        return old.credential is None or old.credential.status != STATUS_ACTIVE
+        return judge(self.world, writer != ROTATOR, old, new)  # setup: the bootstrap's start
 
 
 def _writer() -> str:
