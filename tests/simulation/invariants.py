@@ -114,7 +114,9 @@ class InvariantChecker:
                         f"{step.actor} presented {label(token)} again; the identity provider "
                         f"rotated it at step {number} (answered to {who})",
                     )
-        elif step.status == 200 or step.status is None:
+        elif step.status == 200 or (step.status is None and step.issued is not None):
+            # (A lost answer rotated the token only if the provider issued one: a lost
+            # refusal rotated nothing.)
             self.rotated[token] = (step.number, step.actor, step.issued)
             self._times[step.number] = step.at
         if step.status is None and step.issued is not None:
