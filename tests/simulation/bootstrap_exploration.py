@@ -19,13 +19,11 @@ unless its loss is documented, and the stack healthy or a documented loss report
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
-from cmstoken.rotation import LEASE_GRACE_SECONDS
 from simulation import i5
 from simulation.exploration import (
     DEADLINE_SECONDS,
@@ -36,11 +34,11 @@ from simulation.exploration import (
     Report,
     SchedClock,
     SimActor,
-    SleepSetExplorer,
     Transition,
+    search,
 )
 from simulation.invariants import InvariantChecker, Step, Violation, label
-from simulation.scheduler import Actor, SchedulingError
+from simulation.scheduler import Actor
 from simulation.world import HOUR, REFRESH_SECRET, World
 
 ROTATOR, BOOTSTRAP = "rotator", "bootstrap"
@@ -55,7 +53,7 @@ class BootstrapChecker(InvariantChecker):
     approved: str | None = None  # the approval's refresh token, once the provider issued it
     expiries: dict[int, float] = field(default_factory=dict)  # per authorization
     documents: list[str | None] = field(default_factory=list)  # the credential document seen
-    _polling: bool = False  # the recovery's bootstrap poll is running
+    polling: bool = False  # the operator's poll (in the recovery) is running
     _minted: int = 0
 
     def start(self) -> None:
@@ -96,7 +94,7 @@ class BootstrapChecker(InvariantChecker):
             return None
         self.documents.append(text)
         old = RefreshSecret() if before is None else RefreshSecret.from_json(before)
-        bootstrap = step.actor == BOOTSTRAP or (step.actor == "recovery" and self._polling)
+        bootstrap = step.actor == BOOTSTRAP or (step.actor == "recovery" and self.polling)
         problem = i5.judge(self.world, bootstrap, old, RefreshSecret.from_json(text))
         if problem is None:
             return None
@@ -244,38 +242,21 @@ class BootstrapHarness(Harness):
         return actor
 
     def recover(self, deadline: float) -> None:
+        """The operator polls again (when an authorization is still pending or a candidate is
+        left), then the rotator's recovery."""
         world = self.world
         document = world.refresh_document()
-        self.recovering = True
-        try:
-            if document.pending is not None or document.candidate is not None:
-                world.clock.advance(5)  # the operator polls again
-                self.checker._polling = True
-                try:
-                    status = world.bootstrap("poll")["status"]
-                except Exception as exc:
-                    status = type(exc).__name__
-                finally:
-                    self.checker._polling = False
-                self._step("recovery", "end", f"the operator's poll ends: {status}")
-            target = deadline + LEASE_GRACE_SECONDS + 1
-            if world.secretsmanager.current_text(world.settings.service_token_secret_id):
-                published = world.service_document()
-                due = published.expires_at - world.settings.refresh_margin_seconds + 1
-                target = max(target, due)
-            world.clock.advance(max(0.0, target - world.clock.now()))
+        if document.pending is not None or document.candidate is not None:
+            world.clock.advance(5)
+            self.recovering = self.checker.polling = True
             try:
-                result = world.rotator("recovery").run(
-                    SCHEDULED, deadline=world.clock.now() + DEADLINE_SECONDS
-                )
-                outcome = result.outcome + (" (refreshed)" if result.refreshed else "")
+                status = world.bootstrap("poll")["status"]
             except Exception as exc:
-                outcome = f"{type(exc).__name__} ({exc})"
-        finally:
-            self.recovering = False
-        self._step("recovery", "end", f"recovery ends: {outcome}", outcome=outcome.split(" ")[0])
-        if self.violation is None:
-            self.violation = self.checker.final(len(self.steps))
+                status = type(exc).__name__
+            finally:
+                self.recovering = self.checker.polling = False
+            self._step("recovery", "end", f"the operator's poll ends: {status}")
+        super().recover(deadline)
 
 
 def run_schedule(
@@ -320,41 +301,11 @@ def run_schedule(
 
 def explore(case: str, bounds: Bounds, *, upstream_first: bool = False) -> Report:
     """Every schedule of ``case`` within ``bounds``; stops at the first counterexample."""
-    report = Report(f"rotator and approved bootstrap poll ({case})", bounds)
-    explorer = SleepSetExplorer()
-    started = time.perf_counter()
-    while True:
-        harness = run_schedule(
-            case, bounds, explorer.decide, states=report.states, upstream_first=upstream_first
-        )
-        report.steps += len(harness.steps)
-        if harness.violation is not None:
-            report.schedules += 1
-            report.counterexample = trace(case, harness, report.schedules + report.pruned)
-            break
-        if harness.abandoned:
-            report.pruned += 1
-        else:
-            report.schedules += 1
-            ends = [s.text.split(": ", 1)[1] for s in harness.steps if s.action == "end"]
-            report.outcomes["; ".join(ends)] += 1
-            report.faults.update(harness.used)
-        if not explorer.advance():
-            break
-        if report.schedules + report.pruned >= bounds.limit:
-            raise SchedulingError(f"more than {bounds.limit} schedules")
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-def trace(case: str, harness: Harness, number: int) -> str:
-    violation = harness.violation
-    assert violation is not None
     setup = "both secrets empty" if case == "first" else "the seeded stack, 19 h later"
-    lines = [
-        f"counterexample: rotator and approved bootstrap poll ({case}), schedule {number}",
-        f"   0. setup: {setup}; a start, approved; the rotator and a poll start",
-    ]
-    lines += [f"{s.number:4d}. {s.text}" for s in harness.steps[: violation.step]]
-    lines.append(f"VIOLATION {violation.invariant} at step {violation.step}: {violation.message}")
-    return "\n".join(lines)
+    return search(
+        Report(f"rotator and approved bootstrap poll ({case})", bounds),
+        lambda decide, states: run_schedule(
+            case, bounds, decide, states=states, upstream_first=upstream_first
+        ),
+        f"{setup}; a start, approved; the rotator and a poll start",
+    )

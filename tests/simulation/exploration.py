@@ -51,6 +51,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, cast
 
+from botocore.exceptions import ClientError
+
 from cmstoken.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.rotation import LEASE_GRACE_SECONDS
 from cmstoken.store import SecretStore, next_version_id
@@ -81,6 +83,7 @@ class Bounds:
     lost: int = 1
     stale: int = 1
     lost_endpoints: tuple[str, ...] = ("refresh",)
+    busy: int = 0  # calls refused as busy (Secrets Manager throttling, upstream 503)
     limit: int = 200_000
 
 
@@ -315,6 +318,8 @@ class Harness(Scheduler):
         endpoint = pending.action.removeprefix("upstream.")
         if endpoint in bounds.lost_endpoints and used["lost"] < bounds.lost:
             options.append(replace(pending, fault="lost"))
+        if used["busy"] < bounds.busy and pending.action != "clock.sleep":
+            options.append(replace(pending, fault="busy"))
         if (
             pending.action.startswith("secretsmanager.GetSecretValue")
             and used["stale"] < bounds.stale
@@ -366,12 +371,16 @@ class Harness(Scheduler):
         world = self.world
         if fault == "lost":
             world.upstream.lose(action.removeprefix("upstream."))
+        if fault == "busy" and action.startswith("upstream."):
+            world.upstream.busy(action.removeprefix("upstream."))
         self._stale = 1 if fault == "stale" else 0
         before = self._current(action)
         answer: Any = None
         error: Exception | None = None
         log_size = len(world.upstream.log)
         try:
+            if fault == "busy" and action.startswith("secretsmanager."):
+                raise _throttled(action)  # nothing happens; the caller is told to slow down
             answer = act()
         except Exception as exc:
             error = exc
@@ -421,7 +430,7 @@ class Harness(Scheduler):
         log_size: int,
     ) -> None:
         world = self.world
-        tag = {"stale": " [STALE READ]", "lost": " [ANSWER LOST]"}.get(fault, "")
+        tag = {"stale": " [STALE READ]", "lost": " [ANSWER LOST]", "busy": " [BUSY]"}.get(fault, "")
         when = f"t+{world.clock.now() - self.start_at:.1f}s"
         facts: dict[str, Any] = {}
         kind, _, target = action.partition(":")
@@ -458,7 +467,7 @@ class Harness(Scheduler):
                     else "under an id derived from no version"
                 )
                 if error is not None:
-                    text = f"{name} writes {target} {how}: REFUSED ({_code(error)})"
+                    text = f"{name} writes {target}{tag} {how}: REFUSED ({_code(error)})"
                 else:
                     value = secret.versions[token].text
                     summary = _summary(target, value, self.start_at)
@@ -543,10 +552,11 @@ class Harness(Scheduler):
     def recover(self, deadline: float) -> None:
         """Past the leases and into the next due period, one clean rotator."""
         world = self.world
-        published = world.service_document()
-        due_at = published.expires_at - world.settings.refresh_margin_seconds + 1
-        target = max(deadline + LEASE_GRACE_SECONDS + 1, due_at, world.clock.now())
-        world.clock.advance(target - world.clock.now())
+        target = deadline + LEASE_GRACE_SECONDS + 1
+        if world.secretsmanager.current_text(SERVICE_SECRET) is not None:
+            published = world.service_document()
+            target = max(target, published.expires_at - world.settings.refresh_margin_seconds + 1)
+        world.clock.advance(max(0.0, target - world.clock.now()))
         self.recovering = True
         try:
             result = world.rotator("recovery").run(
@@ -560,6 +570,15 @@ class Harness(Scheduler):
         self._step("recovery", "end", f"recovery ends: {outcome}", outcome=outcome.split(" ")[0])
         if self.violation is None:
             self.violation = self.checker.final(len(self.steps))
+
+
+def _throttled(action: str) -> ClientError:
+    operation = action.removeprefix("secretsmanager.").partition(":")[0]
+    response: Any = {
+        "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+        "ResponseMetadata": {"HTTPStatusCode": 400},
+    }
+    return ClientError(response, operation)
 
 
 def _code(error: Exception) -> str:
@@ -613,7 +632,8 @@ class Report:
         b = self.bounds
         return (
             f"{self.scenario} [crashes {b.crashes}, lost answers {b.lost} "
-            f"({'/'.join(b.lost_endpoints)}), stale reads {b.stale} (k=1)]: "
+            f"({'/'.join(b.lost_endpoints)}), stale reads {b.stale} (k=1)"
+            f"{f', busy {b.busy}' if b.busy else ''}]: "
             f"{self.schedules} schedules explored (+{self.pruned} cut as equivalent), "
             f"{self.steps} steps, {len(self.states)} distinct states, {self.seconds:.1f} s"
         )
@@ -664,14 +684,38 @@ def explore(
     stop_at_first: bool = True,
 ) -> Report:
     """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample."""
-    report = Report(scenario.name, bounds)
+    setup = (
+        f"the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
+        f"{', '.join(f'{o} ({r.source})' for o, r in scenario.actors)} start"
+    )
+    return search(
+        Report(scenario.name, bounds),
+        lambda decide, states: run_schedule(scenario, bounds, decide, store=store, states=states),
+        setup,
+        reduce=reduce,
+        stop_at_first=stop_at_first,
+    )
+
+
+def search(
+    report: Report,
+    run: Callable[[Callable[[list[Transition]], Transition | None], set[int]], Harness],
+    setup: str,
+    *,
+    reduce: bool = True,
+    stop_at_first: bool = True,
+) -> Report:
+    """Every schedule ``run(decide, states)`` can take within ``report.bounds``, counted into
+    ``report``; a violation's trace (its step 0 says ``setup``) is its counterexample."""
+    bounds = report.bounds
     explorer = SleepSetExplorer(reduce)
     started = time.perf_counter()
     while True:
-        harness = run_schedule(scenario, bounds, explorer.decide, store=store, states=report.states)
+        harness = run(explorer.decide, report.states)
         report.steps += len(harness.steps)
         if harness.violation is not None:
-            report.counterexample = trace(scenario, harness, report.schedules + report.pruned + 1)
+            number = report.schedules + report.pruned + 1
+            report.counterexample = trace(report.scenario, setup, harness, number)
             report.schedules += 1
             if stop_at_first:
                 break
@@ -690,14 +734,11 @@ def explore(
     return report
 
 
-def trace(scenario: Scenario, harness: Harness, number: int) -> str:
+def trace(name: str, setup: str, harness: Harness, number: int) -> str:
+    """The numbered steps of ``harness``'s schedule up to its violation."""
     violation = harness.violation
     assert violation is not None
-    lines = [
-        f"counterexample: {scenario.name}, schedule {number}",
-        f"   0. setup: the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
-        f"{', '.join(f'{o} ({r.source})' for o, r in scenario.actors)} start",
-    ]
+    lines = [f"counterexample: {name}, schedule {number}", f"   0. setup: {setup}"]
     lines += [f"{s.number:4d}. {s.text}" for s in harness.steps[: violation.step]]
     lines.append(f"VIOLATION {violation.invariant} at step {violation.step}: {violation.message}")
     return "\n".join(lines)

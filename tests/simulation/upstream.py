@@ -456,10 +456,16 @@ class SimulatedUpstream(HttpTransport):
         self.interceptor = interceptor
         self.log: list[Exchange] = []
         self._losses: dict[str, deque[Loss]] = {}
+        self._busy: set[str] = set()
 
     def lose(self, endpoint: str, how: Loss = "connection", times: int = 1) -> None:
         """The next ``times`` requests to ``endpoint`` act, then their answers are lost."""
         self._losses.setdefault(endpoint, deque()).extend([how] * times)
+
+    def busy(self, endpoint: str) -> None:
+        """The next request to ``endpoint`` is answered 503 without being acted on (the
+        provider or the service is overloaded: the caller may retry)."""
+        self._busy.add(endpoint)
 
     def request(
         self,
@@ -475,6 +481,13 @@ class SimulatedUpstream(HttpTransport):
         name, credential, answer = self._route(method, url, form, json_body, headers)
 
         def act() -> HttpResponse:
+            if name in self._busy:
+                self._busy.discard(name)
+                self.log.append(Exchange(name, credential, 503, self.identity.clock.now()))
+                if name in ("refresh", "device_token", "device_code", "token"):
+                    refusal = OAuthRefusalError(503, "temporarily_unavailable", "Try again later.")
+                    return _oauth_error(refusal)
+                return _service_error(503, "the service is temporarily unavailable")
             response: HttpResponse = answer()
             losses = self._losses.get(name)
             if losses:
