@@ -220,7 +220,8 @@ refresh_ops = st.tuples(
     st.just("refresh"),
     st.integers(0, 3),  # 0: the newest token issued, 1: the one before, ...
     st.sampled_from((CLIENT_ID, CLIENT_ID, *CLIENTS)),
-    st.sampled_from((False, False, True)),  # True: the answer is lost after the provider acted
+    # True: the answer is lost after the provider acted; "busy": 503 without acting
+    st.sampled_from((False, False, True, "busy")),
 )
 upstream_ops = st.one_of(
     refresh_ops,
@@ -246,6 +247,7 @@ class Upstream:
         authorize: Callable[[str], dict[str, Any]],
         advance: Callable[[float], None],
         lose_refresh: Callable[[], None],
+        busy_refresh: Callable[[], None],
         usable: Callable[[str], bool],
         revoked: Callable[[str], bool],
     ) -> None:
@@ -254,6 +256,7 @@ class Upstream:
         self.authorize = authorize
         self.advance = advance
         self.lose_refresh = lose_refresh
+        self.busy_refresh = busy_refresh
         self.usable = usable
         self.revoked = revoked
         self.refresh_tokens: list[str] = []
@@ -274,7 +277,9 @@ class Upstream:
             if not self.refresh_tokens:
                 return ("nothing to refresh",)
             token = self.refresh_tokens[-1 - op[1] % len(self.refresh_tokens)]
-            if op[3]:
+            if op[3] == "busy":
+                self.busy_refresh()
+            elif op[3]:
                 self.lose_refresh()
             return self._call(
                 lambda: self.identity.refresh(client_id=op[2], refresh_token=token),
@@ -339,6 +344,9 @@ def emulator_side(emulator: Emulator, reuse_interval: float) -> Upstream:
         authorize=lambda client_id: emulator.issue_tokens(client_id=client_id),
         advance=emulator.advance,
         lose_refresh=lambda: emulator.inject("refresh", "drop"),
+        busy_refresh=lambda: emulator.inject(
+            "refresh", "status", status=503, error="temporarily_unavailable"
+        ),
         usable=emulator.refresh_token_valid,
         revoked=emulator.family_revoked,
     )
@@ -359,6 +367,7 @@ def model_side(reuse_interval: float) -> Upstream:
         authorize=lambda client_id: model.authorize(client_id),
         advance=clock.advance,
         lose_refresh=lambda: transport.lose("refresh"),
+        busy_refresh=lambda: transport.busy("refresh"),
         usable=model.usable,
         revoked=model.family_revoked,
     )
@@ -409,6 +418,7 @@ def test_the_upstream_comparison_sees_every_kind_of_answer(emulator: Emulator) -
             ("projects", 0),
             ("advance", BIG_STEP),
             ("projects", 0),
+            ("refresh", 0, FREETRIAL_CLIENT_ID, "busy"),  # 503, nothing done
         ],
     )
     steps = [outcome for outcome, _ in outcomes]
@@ -424,6 +434,8 @@ def test_the_upstream_comparison_sees_every_kind_of_answer(emulator: Emulator) -
     assert steps[14][:3] == ("error", "TokenRefusedError", 401)
     assert outcomes[5][1] == [(False, True), (False, True), (False, True)]
     assert outcomes[9][1][3] == (False, False)  # spent by the lost refresh, family alive
+    assert steps[15] == ("error", "ServerError", 503, "temporarily_unavailable", False)
+    assert outcomes[15][1] == outcomes[14][1]  # a busy provider changed nothing
 
 
 # --- the device authorization: the model and the emulator ------------------------------------
@@ -489,6 +501,7 @@ class DeviceUpstream(Upstream):
             authorize=base.authorize,
             advance=base.advance,
             lose_refresh=base.lose_refresh,
+            busy_refresh=base.busy_refresh,
             usable=base.usable,
             revoked=base.revoked,
         )
