@@ -14,6 +14,7 @@ import pytest
 
 from simulation.exploration import (
     DUPLICATE_FORCED,
+    SCHEDULED_AND_DUPLICATE_FORCED,
     TWO_ROTATORS,
     Bounds,
     Scenario,
@@ -30,13 +31,22 @@ VERIFY = Bounds(crashes=2, lost=1, stale=2, lost_endpoints=("refresh", "exchange
 # does nothing and the caller retries after a back-off.
 BUSY = Bounds(crashes=0, lost=0, stale=0, busy=1)
 BUSY_VERIFY = Bounds(crashes=1, lost=1, stale=0, busy=1)
+# Three invocations at once: a scheduled run and both deliveries of a forced request.
+CLEAN = Bounds(crashes=0, lost=0, stale=0)
+THREE_VERIFY = Bounds(crashes=1, lost=0, stale=0)
 CASES: list[tuple[Scenario, Bounds]] = [
     (TWO_ROTATORS, EXPLORE),
     (DUPLICATE_FORCED, EXPLORE),
     (TWO_ROTATORS, BUSY),
+    (SCHEDULED_AND_DUPLICATE_FORCED, CLEAN),
 ]
 if PROFILE == "verify":
-    CASES = [(TWO_ROTATORS, VERIFY), (DUPLICATE_FORCED, VERIFY), (TWO_ROTATORS, BUSY_VERIFY)]
+    CASES = [
+        (TWO_ROTATORS, VERIFY),
+        (DUPLICATE_FORCED, VERIFY),
+        (TWO_ROTATORS, BUSY_VERIFY),
+        (SCHEDULED_AND_DUPLICATE_FORCED, THREE_VERIFY),
+    ]
 
 
 def case_id(case: tuple[Scenario, Bounds]) -> str:
