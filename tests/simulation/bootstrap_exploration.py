@@ -28,17 +28,14 @@ from simulation import i5
 from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
-    Abandoned,
     Bounds,
     Harness,
     Report,
     SchedClock,
-    SimActor,
     Transition,
     search,
 )
 from simulation.invariants import InvariantChecker, Step, Violation, label
-from simulation.scheduler import Actor
 from simulation.world import HOUR, REFRESH_SECRET, World
 
 ROTATOR, BOOTSTRAP = "rotator", "bootstrap"
@@ -221,26 +218,6 @@ class BootstrapHarness(Harness):
         upstream = next((o.actor for o in options if o.action.startswith("upstream.")), None)
         return options if upstream is None else [o for o in options if o.actor == upstream]
 
-    def spawn(self, name: str, body: Callable[[], Any]) -> Actor:
-        if name != BOOTSTRAP:
-            return super().spawn(name, body)
-
-        def run_body() -> Any:
-            try:
-                result = body()
-            except Abandoned:
-                raise
-            except BaseException as exc:
-                self._end(name, type(exc).__name__, str(exc))
-                raise
-            approved = " (approved)" if result.get("approved") else ""
-            self._end(name, f"{result['status']}{approved}", "")
-            return result
-
-        actor = SimActor(name, run_body)
-        self.actors.append(actor)
-        return actor
-
     def recover(self, deadline: float) -> None:
         """The operator polls again (when an authorization is still pending or a candidate is
         left), then the rotator's recovery."""
@@ -292,7 +269,11 @@ def run_schedule(
     checker.start()
     deadline = world.clock.now() + DEADLINE_SECONDS
     harness.spawn(ROTATOR, lambda: world.rotator(ROTATOR).run(SCHEDULED, deadline=deadline))
-    harness.spawn(BOOTSTRAP, lambda: world.bootstrap("poll", seconds=DEADLINE_SECONDS))
+    harness.spawn(
+        BOOTSTRAP,
+        lambda: world.bootstrap("poll", seconds=DEADLINE_SECONDS),
+        lambda result: result["status"] + (" (approved)" if result.get("approved") else ""),
+    )
     harness.run()
     if not harness.abandoned and harness.violation is None:
         harness.recover(deadline)

@@ -84,6 +84,11 @@ class Bounds:
     stale: int = 1
     lost_endpoints: tuple[str, ...] = ("refresh",)
     busy: int = 0  # calls refused as busy (Secrets Manager throttling, upstream 503)
+
+    def label(self) -> str:
+        """A short name of the bounds, for test ids."""
+        return f"c{self.crashes}l{self.lost}s{self.stale}b{self.busy}"
+
     limit: int = 200_000
 
 
@@ -254,7 +259,11 @@ class Harness(Scheduler):
 
     # --- actors ---------------------------------------------------------------------------
 
-    def spawn(self, name: str, body: Callable[[], Any]) -> Actor:
+    def spawn(
+        self, name: str, body: Callable[[], Any], outcome: Callable[[Any], str] | None = None
+    ) -> Actor:
+        """An actor running ``body``; ``outcome`` names its result (default: a rotation's)."""
+
         def run_body() -> Any:
             try:
                 result = body()
@@ -263,7 +272,7 @@ class Harness(Scheduler):
             except BaseException as exc:
                 self._end(name, type(exc).__name__, str(exc))
                 raise
-            self._end(name, result.outcome + (" (refreshed)" if result.refreshed else ""), "")
+            self._end(name, (outcome or _rotation_outcome)(result), "")
             return result
 
         actor = SimActor(name, run_body)
@@ -570,6 +579,10 @@ class Harness(Scheduler):
         self._step("recovery", "end", f"recovery ends: {outcome}", outcome=outcome.split(" ")[0])
         if self.violation is None:
             self.violation = self.checker.final(len(self.steps))
+
+
+def _rotation_outcome(result: Any) -> str:
+    return str(result.outcome) + (" (refreshed)" if result.refreshed else "")
 
 
 def _throttled(action: str) -> ClientError:

@@ -37,13 +37,8 @@ if PROFILE == "verify":
     ]
 
 
-def case_id(case: tuple[str, Bounds]) -> str:
-    name, b = case
-    return f"{name}-c{b.crashes}l{b.lost}s{b.stale}"
-
-
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(("case", "bounds"), CASES, ids=[case_id(c) for c in CASES])
+@pytest.mark.parametrize(("case", "bounds"), CASES, ids=[f"{c}-{b.label()}" for c, b in CASES])
 def test_every_schedule_of_a_rotation_and_an_approved_poll_keeps_the_invariants(
     case: str, bounds: Bounds, capsys: pytest.CaptureFixture[str]
 ) -> None:

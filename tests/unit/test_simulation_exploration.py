@@ -49,13 +49,10 @@ if PROFILE == "verify":
     ]
 
 
-def case_id(case: tuple[Scenario, Bounds]) -> str:
-    scenario, b = case
-    return f"{scenario.name}-c{b.crashes}l{b.lost}s{b.stale}b{b.busy}"
-
-
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(("scenario", "bounds"), CASES, ids=[case_id(c) for c in CASES])
+@pytest.mark.parametrize(
+    ("scenario", "bounds"), CASES, ids=[f"{s.name}-{b.label()}" for s, b in CASES]
+)
 def test_every_schedule_within_the_bounds_keeps_the_invariants(
     scenario: Scenario, bounds: Bounds, capsys: pytest.CaptureFixture[str]
 ) -> None:
