@@ -39,7 +39,6 @@ from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.world import HOUR, REFRESH_SECRET, World
 
 ROTATOR, BOOTSTRAP = "rotator", "bootstrap"
-CASES = ("first", "reauthorization", "revoked")
 WRITE_CREDENTIAL = "secretsmanager.PutSecretValue:credential"
 
 
@@ -60,9 +59,9 @@ class BootstrapChecker(InvariantChecker):
         self.documents = [self.world.secretsmanager.current_text(REFRESH_SECRET)]
 
     def after(self, step: Step) -> Violation | None:
+        self._approval(step)
         return (
-            self._approval(step)
-            or self._i5(step)
+            self._i5(step)
             or self._i1(step)
             or self._window(step)
             or self._i4(step)
@@ -70,7 +69,9 @@ class BootstrapChecker(InvariantChecker):
             or self._i3(step)
         )
 
-    def _approval(self, step: Step) -> Violation | None:
+    def _approval(self, step: Step) -> None:
+        """Note the approval's refresh token when the provider issues it: held by the poller
+        until stored, or lost with its answer."""
         tokens = self.world.identity.tokens
         minted = list(tokens)[self._minted :]
         self._minted = len(tokens)
@@ -82,7 +83,6 @@ class BootstrapChecker(InvariantChecker):
                 self.lost[token] = f"the answer to the approved poll (step {step.number}) was lost"
             else:
                 self.holding[step.actor] = token
-        return None
 
     def _i5(self, step: Step) -> Violation | None:
         text = self.world.secretsmanager.current_text(REFRESH_SECRET)
