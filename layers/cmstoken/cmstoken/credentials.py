@@ -114,13 +114,6 @@ class CredentialVault:
             self.read_published(deadline)
         text = document.to_json()
         for attempt in range(MAX_MERGES + 1):
-            if attempt:
-                theirs = self.read_published(deadline)
-                if theirs is not None and not theirs.older_authorization_than(
-                    document.authorized_at or 0.0
-                ):
-                    break
-                logger.info("replacing a service token published from an older authorization")
             try:
                 self._published_version = self._call(
                     lambda: self.store.write(
@@ -133,6 +126,12 @@ class CredentialVault:
             except VersionConflictError:
                 if not newer_wins or document.authorized_at is None or attempt == MAX_MERGES:
                     break
+                theirs = self.read_published(deadline)
+                if theirs is not None and not theirs.older_authorization_than(
+                    document.authorized_at
+                ):
+                    break
+                logger.info("replacing a service token published from an older authorization")
                 continue
             self.published = document
             return True

@@ -228,7 +228,7 @@ class Rotator:
         ):
             return self._skip("forced refresh debounced (refreshed recently)", self.published)
         lease = snapshot.secret.lease
-        if lease is not None and lease.expires_at > now and lease.owner != self.owner:
+        if lease is not None and lease.expires_at > now and not self._holds(lease):
             return self._skip("another rotation holds the lease", self.published)
         raw = snapshot.secret.raw_access_token
         if raw is not None and self._unpublished(credential, raw, now):
@@ -403,26 +403,29 @@ class Rotator:
         """``invalid_grant`` / ``invalid_client``: a race (raises ``_RaceLostError``) or a dead
         credential, marked as such (merged into the newest document: a pending authorization
         or a candidate written meanwhile stays); returns the error to raise."""
-        marked: list[RefreshCredential] = []
 
         def mark(document: RefreshSecret) -> RefreshSecret | None:
             stored = document.credential
             if stored is None or stored.refresh_token != credential.refresh_token:
                 return None  # another writer rotated or replaced it: a race, not a refusal
-            marked[:] = [replace(stored, status=STATUS_REAUTHORIZATION_REQUIRED)]
-            lease = document.lease
-            ours = lease is not None and lease.owner == self.owner
-            return replace(document, credential=marked[0], lease=None if ours else lease)
+            return replace(
+                document,
+                credential=replace(stored, status=STATUS_REAUTHORIZATION_REQUIRED),
+                lease=None if self._holds(document.lease) else document.lease,
+            )
 
-        if self.vault.update_refresh(self.vault.read_refresh(deadline), mark, deadline) is None:
+        written = self.vault.update_refresh(self.vault.read_refresh(deadline), mark, deadline)
+        if written is None:
             raise _RaceLostError from error
-        self.credential = marked[0]
+        marked = written.secret.credential
+        assert marked is not None  # mark() wrote it
+        self.credential = marked
         logger.error(
             "reauthorization required: the identity provider refused the refresh credential; "
             "run the bootstrap again",
             extra={"error": str(error), "credential": fingerprint(credential.refresh_token)},
         )
-        self._mark_published(marked[0], error.code or str(error.status), deadline)
+        self._mark_published(marked, error.code or str(error.status), deadline)
         return ReauthorizationRequiredError(
             f"the identity provider refused the refresh credential ({error.code or error.status});"
             " a person must authorize again: run the bootstrap"
@@ -450,16 +453,18 @@ class Rotator:
         off whatever is stored now, if it is still this run's."""
         try:
             if read_first:
-                current = self.vault.read_refresh(deadline)
-                lease = current.secret.lease
-                if lease is None or lease.owner != self.owner:
+                held = self.vault.read_refresh(deadline)
+                if not self._holds(held.secret.lease):
                     return
-                held = current
             self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
             logger.warning("could not release the rotation lease; it expires by itself")
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _holds(self, lease: Lease | None) -> bool:
+        """Whether ``lease`` is this invocation's."""
+        return lease is not None and lease.owner == self.owner
 
     def _unpublished(self, credential: RefreshCredential, raw: RawAccessToken, now: float) -> bool:
         """True when the stored raw token is from a refresh whose service token never made it
