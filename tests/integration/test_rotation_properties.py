@@ -18,7 +18,7 @@ from cmstoken import runtime
 from cmstoken.clock import to_iso
 from cmstoken.documents import RefreshSecret
 from cmstoken.errors import CmsTokenError, CredentialLostError, DocumentError
-from harness import Stack
+from harness import Stack, replayed_refresh_tokens
 from support import emitted_metrics
 
 pytestmark = pytest.mark.integration
@@ -162,20 +162,6 @@ def faults(server_stack: Stack) -> StoreFaults:
     return faults
 
 
-def replayed(stack: Stack) -> list[str | None]:
-    """Refresh tokens presented again after the identity provider acted on them."""
-    spent: set[str | None] = set()
-    again = []
-    for record in stack.emulator.requests:
-        if record.endpoint != "refresh":
-            continue
-        if record.credential in spent:
-            again.append(record.credential)
-        if record.status is None or 200 <= record.status < 300:
-            spent.add(record.credential)
-    return again
-
-
 @settings(
     max_examples=120,
     deadline=None,
@@ -218,7 +204,7 @@ def test_every_refresh_answer_keeps_the_credential(
     assert metrics["RotationFailed"] == [0 if error is None else 1]
     # One refresh, never a token sent twice.
     assert stack.emulator.counts["refresh"] - refreshes_before == 1
-    assert replayed(stack) == []
+    assert replayed_refresh_tokens(stack) == []
     # An answer carrying a refresh token ends with it stored, or CredentialLost.
     lost = case.carries_refresh_token and case.store_code is not None and case.store_failures < 0
     if lost:

@@ -27,7 +27,13 @@ from cmstoken.identity import IdentityClient
 from cmstoken.rotation import Rotator
 from cmstoken.service import ServiceClient
 from cmstoken.store import SecretStore
-from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
+from harness import (
+    REFRESH_SECRET,
+    SERVICE_SECRET,
+    Stack,
+    replayed_refresh_tokens,
+    secret_values,
+)
 from support import emitted_metrics, load_event
 
 pytestmark = pytest.mark.integration
@@ -37,21 +43,6 @@ HOUR = 3600
 
 class SimulatedCrash(BaseException):
     """The process dies here (not an ``Exception``: nothing in the product may catch it)."""
-
-
-def replayed_refresh_tokens(stack: Stack) -> list[str | None]:
-    """Refresh tokens presented again after the identity provider had acted on them (answered
-    200, or dropped the answer after acting): the replays that revoke a family."""
-    spent: set[str | None] = set()
-    replayed = []
-    for record in stack.emulator.requests:
-        if record.endpoint != "refresh":
-            continue
-        if record.credential in spent:
-            replayed.append(record.credential)
-        if record.status in (200, None):
-            spent.add(record.credential)
-    return replayed
 
 
 def assert_healthy(stack: Stack) -> None:
