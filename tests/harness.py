@@ -182,18 +182,3 @@ def refresh_request_queue() -> tuple[Any, str]:
     )
     events.put_targets(Rule="refresh-requested", Targets=[{"Id": "queue", "Arn": queue_arn}])
     return sqs, queue_url
-
-
-def replayed_refresh_tokens(stack: Stack) -> list[str | None]:
-    """Refresh tokens presented again after the identity provider had acted on them (answered
-    2xx, or dropped the answer after acting): the replays that revoke a family."""
-    spent: set[str | None] = set()
-    replayed = []
-    for record in stack.emulator.requests:
-        if record.endpoint != "refresh":
-            continue
-        if record.credential in spent:
-            replayed.append(record.credential)
-        if record.status is None or 200 <= record.status < 300:
-            spent.add(record.credential)
-    return replayed

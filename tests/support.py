@@ -7,9 +7,9 @@ import base64
 import json
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from requests.structures import CaseInsensitiveDict
 
@@ -221,3 +221,36 @@ def emitted_metrics(output: str) -> dict[str, list[float]]:
                     value if isinstance(value, list) else [value]
                 )
     return values
+
+
+class _Request(Protocol):
+    """A request as the emulator and the models log it."""
+
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def credential(self) -> str | None: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def at(self) -> float: ...
+
+
+def replayed_refresh_tokens(
+    requests: Iterable[_Request], reuse_interval: float = 0.0
+) -> list[str | None]:
+    """Refresh tokens presented again, outside the reuse interval, after the identity provider
+    had acted on them (answered 2xx, or dropped the answer after acting): the replays that
+    revoke a family (invariant I1). ``requests``: the emulator's or the model's log."""
+    spent: dict[str | None, float] = {}
+    replayed = []
+    for request in requests:
+        if request.endpoint != "refresh":
+            continue
+        if request.credential in spent:
+            elapsed = request.at - spent[request.credential]
+            if not (reuse_interval > 0 and elapsed <= reuse_interval):
+                replayed.append(request.credential)
+        elif request.status is None or 200 <= request.status < 300:
+            spent[request.credential] = request.at
+    return replayed

@@ -18,8 +18,8 @@ from cmstoken import runtime
 from cmstoken.clock import to_iso
 from cmstoken.documents import RefreshSecret
 from cmstoken.errors import CmsTokenError, CredentialLostError, DocumentError
-from harness import Stack, replayed_refresh_tokens
-from support import emitted_metrics
+from harness import Stack
+from support import emitted_metrics, replayed_refresh_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -204,7 +204,7 @@ def test_every_refresh_answer_keeps_the_credential(
     assert metrics["RotationFailed"] == [0 if error is None else 1]
     # One refresh, never a token sent twice.
     assert stack.emulator.counts["refresh"] - refreshes_before == 1
-    assert replayed_refresh_tokens(stack) == []
+    assert replayed_refresh_tokens(stack.emulator.requests) == []
     # An answer carrying a refresh token ends with it stored, or CredentialLost.
     lost = case.carries_refresh_token and case.store_code is not None and case.store_failures < 0
     if lost:

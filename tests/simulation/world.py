@@ -29,6 +29,7 @@ from simulation.upstream import (
     IdentityProviderModel,
     SimulatedUpstream,
 )
+from support import replayed_refresh_tokens
 
 REFRESH_SECRET = "cmstoken/refresh-credential"
 SERVICE_SECRET = "cmstoken/service-token"
@@ -172,19 +173,5 @@ class World:
         return credential.refresh_token
 
     def replayed_refresh_tokens(self) -> list[str | None]:
-        """Refresh tokens presented again, outside the reuse interval, after the identity
-        provider acted on them (answered 200, or lost the answer after acting): the
-        violations of invariant I1."""
-        spent: dict[str | None, float] = {}
-        replayed = []
-        for exchange in self.upstream.log:
-            if exchange.endpoint != "refresh":
-                continue
-            first = spent.get(exchange.credential)
-            if first is not None and not (
-                self.reuse_interval > 0 and exchange.at - first <= self.reuse_interval
-            ):
-                replayed.append(exchange.credential)
-            if exchange.status in (200, None) and first is None:
-                spent[exchange.credential] = exchange.at
-        return replayed
+        """The violations of invariant I1 in this world (``support.replayed_refresh_tokens``)."""
+        return replayed_refresh_tokens(self.upstream.log, self.reuse_interval)
