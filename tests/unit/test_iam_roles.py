@@ -1,0 +1,444 @@
+"""Every permission the template grants or denies, written out in full: for each IAM role its
+trust policy, inline policies and attached managed policies; for each managed policy and each
+resource-based policy (secret, queue, topic, key, Lambda permission) its exact statements:
+effect, principal, actions, resources and conditions, as the SAM-transformed template holds
+them (intrinsic functions and both branches of each ``Fn::If`` included).
+
+Any widening (an action added or replaced by a wildcard, a resource or principal widened, a
+condition dropped, a statement, policy or role added) fails a test here, and has to be written
+into these tables in the same change, where a reviewer sees it. Only descriptions are left out
+of the comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from template_model import transformed
+
+NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
+def ref(name: str) -> dict[str, Any]:
+    return {"Ref": name}
+
+
+def arn(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def sub(text: str) -> dict[str, Any]:
+    return {"Fn::Sub": text}
+
+
+def only_if(condition: str, statement: dict[str, Any]) -> dict[str, Any]:
+    """A statement present only under ``condition`` (absent otherwise)."""
+    return {"Fn::If": [condition, statement, NO_VALUE]}
+
+
+def document(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+DEFAULT_BUS = sub("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default")
+THE_TWO_SECRETS = [ref("RefreshCredentialSecret"), ref("ServiceTokenSecret")]
+THROUGH_SECRETS_MANAGER = {
+    "StringEquals": {"kms:ViaService": sub("secretsmanager.${AWS::Region}.amazonaws.com")}
+}
+LAMBDA_TRUST = document(
+    {
+        "Effect": "Allow",
+        "Principal": {"Service": "lambda.amazonaws.com"},
+        "Action": "sts:AssumeRole",
+    }
+)
+
+
+def functions_statements(log_group: str) -> list[dict[str, Any]]:
+    """What the rotator and the bootstrap share: the two secrets (read and write), their own
+    log group, events on the default bus, X-Ray (which AWS cannot scope), and the customer key
+    through Secrets Manager only."""
+    return [
+        {
+            "Sid": "ReadAndWriteTheTwoSecrets",
+            "Effect": "Allow",
+            "Action": ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"],
+            "Resource": THE_TWO_SECRETS,
+        },
+        {
+            "Sid": "WriteItsLogs",
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": arn(log_group),
+        },
+        {
+            "Sid": "AnnounceRotations",
+            "Effect": "Allow",
+            "Action": "events:PutEvents",
+            "Resource": DEFAULT_BUS,
+        },
+    ]
+
+
+SEND_TRACES = {
+    "Sid": "SendTraces",
+    "Effect": "Allow",
+    "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+    "Resource": "*",
+}
+USE_THE_SECRETS_KEY = only_if(
+    "HasKmsKey",
+    {
+        "Sid": "UseTheSecretsKeyThroughSecretsManager",
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": ref("KmsKeyArn"),
+        "Condition": THROUGH_SECRETS_MANAGER,
+    },
+)
+
+
+@dataclass(frozen=True)
+class Role:
+    trust: dict[str, Any]
+    policies: dict[str, dict[str, Any]]  # inline policy name -> document
+    managed: list[dict[str, Any]] = field(default_factory=list)
+    condition: str | None = None
+
+    def properties(self) -> dict[str, Any]:
+        expected: dict[str, Any] = {
+            "AssumeRolePolicyDocument": self.trust,
+            "Policies": [
+                {"PolicyName": name, "PolicyDocument": policy}
+                for name, policy in self.policies.items()
+            ],
+        }
+        if self.managed:
+            expected["ManagedPolicyArns"] = self.managed
+        return expected
+
+
+ROLES: dict[str, Role] = {
+    "RotatorRole": Role(
+        trust=LAMBDA_TRUST,
+        policies={
+            "rotate-the-two-secrets": document(
+                *functions_statements("RotatorLogGroup"),
+                {
+                    "Sid": "ReportFailedInvocations",
+                    "Effect": "Allow",
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn("RotationDeadLetterQueue"),
+                },
+                SEND_TRACES,
+                USE_THE_SECRETS_KEY,
+            )
+        },
+    ),
+    "BootstrapRole": Role(
+        trust=LAMBDA_TRUST,
+        policies={
+            "authorize-into-the-two-secrets": document(
+                *functions_statements("BootstrapLogGroup"),
+                SEND_TRACES,
+                USE_THE_SECRETS_KEY,
+            )
+        },
+    ),
+    "ExampleConsumerRole": Role(
+        condition="DeployExample",
+        trust=LAMBDA_TRUST,
+        managed=[ref("ConsumerPolicy"), ref("ConsumerRefreshRequestPolicy")],
+        policies={
+            "write-its-logs": document(
+                {
+                    "Effect": "Allow",
+                    "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                    "Resource": arn("ExampleConsumerLogGroup"),
+                }
+            )
+        },
+    ),
+    # Generated by SAM for the rotator's ScheduleV2 event (its documents carry no Version).
+    "RotatorFunctionScheduleRole": Role(
+        trust=document(
+            {
+                "Action": ["sts:AssumeRole"],
+                "Effect": "Allow",
+                "Principal": {"Service": ["scheduler.amazonaws.com"]},
+            }
+        ),
+        policies={
+            "RotatorFunctionScheduleLambdaPolicy": {
+                "Statement": [
+                    {
+                        "Action": "lambda:InvokeFunction",
+                        "Effect": "Allow",
+                        "Resource": arn("RotatorFunction"),
+                    }
+                ]
+            },
+            "RotatorFunctionScheduleSQSPolicy": {
+                "Statement": [
+                    {
+                        "Action": "sqs:SendMessage",
+                        "Effect": "Allow",
+                        "Resource": arn("RotationDeadLetterQueue"),
+                    }
+                ]
+            },
+        },
+    ),
+}
+
+MANAGED_POLICIES: dict[str, dict[str, Any]] = {
+    "ConsumerPolicy": document(
+        {
+            "Sid": "ReadTheServiceToken",
+            "Effect": "Allow",
+            "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            "Resource": ref("ServiceTokenSecret"),
+        },
+        only_if(
+            "HasKmsKey",
+            {
+                "Sid": "DecryptThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": ref("KmsKeyArn"),
+                "Condition": THROUGH_SECRETS_MANAGER,
+            },
+        ),
+    ),
+    "ConsumerRefreshRequestPolicy": document(
+        {
+            "Sid": "RequestServiceTokenRefresh",
+            "Effect": "Allow",
+            "Action": "events:PutEvents",
+            "Resource": DEFAULT_BUS,
+            "Condition": {"StringEquals": {"events:source": "cmstoken.consumer"}},
+        }
+    ),
+}
+
+THE_FUNCTIONS_ROLES = [arn("RotatorRole"), arn("BootstrapRole")]
+
+# Resource-based policies: each resource's properties (descriptions aside), in full.
+RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
+    "RefreshCredentialSecretPolicy": {
+        "SecretId": ref("RefreshCredentialSecret"),
+        "BlockPublicPolicy": True,
+        "ResourcePolicy": document(
+            {
+                "Sid": "OnlyTheProductsFunctionsReadTheRefreshCredential",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": "*",
+                "Condition": {"ArnNotEquals": {"aws:PrincipalArn": THE_FUNCTIONS_ROLES}},
+            },
+            only_if(
+                "HardenRefreshCredential",
+                {
+                    "Sid": "OnlyTheFunctionsAndNamedAdministratorsWriteTheRefreshCredential",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "secretsmanager:PutSecretValue",
+                    "Resource": "*",
+                    "Condition": {
+                        "ArnNotEquals": {
+                            "aws:PrincipalArn": {
+                                "Fn::Split": [
+                                    ",",
+                                    {
+                                        "Fn::Sub": [
+                                            "${Rotator},${Bootstrap},"
+                                            "${RefreshCredentialAdministrators}",
+                                            {
+                                                "Rotator": arn("RotatorRole"),
+                                                "Bootstrap": arn("BootstrapRole"),
+                                            },
+                                        ]
+                                    },
+                                ]
+                            }
+                        }
+                    },
+                },
+            ),
+            only_if(
+                "HardenRefreshCredential",
+                {
+                    "Sid": "OnlyNamedAdministratorsChangeOrDeleteTheRefreshCredential",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": [
+                        "secretsmanager:UpdateSecret",
+                        "secretsmanager:UpdateSecretVersionStage",
+                        "secretsmanager:RotateSecret",
+                        "secretsmanager:CancelRotateSecret",
+                        "secretsmanager:DeleteSecret",
+                        "secretsmanager:RestoreSecret",
+                        "secretsmanager:PutResourcePolicy",
+                        "secretsmanager:DeleteResourcePolicy",
+                        "secretsmanager:ReplicateSecretToRegions",
+                        "secretsmanager:RemoveRegionsFromReplication",
+                        "secretsmanager:StopReplicationToReplica",
+                        "secretsmanager:TagResource",
+                        "secretsmanager:UntagResource",
+                    ],
+                    "Resource": "*",
+                    "Condition": {
+                        "ArnNotEquals": {
+                            "aws:PrincipalArn": {
+                                "Fn::Split": [",", ref("RefreshCredentialAdministrators")]
+                            }
+                        }
+                    },
+                },
+            ),
+        ),
+    },
+    "RotationDeadLetterQueuePolicy": {
+        "Queues": [ref("RotationDeadLetterQueue")],
+        "PolicyDocument": document(
+            {
+                "Sid": "RefreshRequestedRuleDeadLetters",
+                "Effect": "Allow",
+                "Principal": {"Service": "events.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": arn("RotationDeadLetterQueue"),
+                "Condition": {"ArnEquals": {"aws:SourceArn": arn("RefreshRequestedRule")}},
+            }
+        ),
+    },
+    "AlarmTopicPolicy": {
+        "Topics": [ref("AlarmTopic")],
+        "PolicyDocument": document(
+            {
+                "Sid": "ThisAccountsAlarmsPublish",
+                "Effect": "Allow",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Action": "sns:Publish",
+                "Resource": ref("AlarmTopic"),
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": ref("AWS::AccountId")},
+                    "ArnLike": {
+                        "aws:SourceArn": sub(
+                            "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}"
+                            ":alarm:*"
+                        )
+                    },
+                },
+            }
+        ),
+    },
+    # A key policy's "*" resource is the key itself (AWS KMS Developer Guide, "Key policies").
+    "AlarmTopicKey": {
+        "EnableKeyRotation": True,
+        "KeyPolicy": document(
+            {
+                "Sid": "TheAccountAdministersTheKey",
+                "Effect": "Allow",
+                "Principal": {"AWS": sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "ThisAccountsAlarmsPublishToTheEncryptedTopic",
+                "Effect": "Allow",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:SourceAccount": ref("AWS::AccountId")}},
+            },
+        ),
+    },
+    "RefreshRequestedPermission": {
+        "Action": "lambda:InvokeFunction",
+        "FunctionName": ref("RotatorFunction"),
+        "Principal": "events.amazonaws.com",
+        "SourceArn": arn("RefreshRequestedRule"),
+    },
+}
+RESOURCE_POLICY_CONDITIONS = {"AlarmTopicKey": "CreateAlarmTopicKey"}
+
+# The conditions that switch statements or policy-bearing resources on, as written.
+GATES = {
+    "HasKmsKey": {"Fn::Not": [{"Fn::Equals": [ref("KmsKeyArn"), ""]}]},
+    "HardenRefreshCredential": {
+        "Fn::Not": [{"Fn::Equals": [ref("RefreshCredentialAdministrators"), ""]}]
+    },
+    "DeployExample": {"Fn::Equals": [ref("DeployExampleConsumer"), "true"]},
+    "CreateAlarmTopicKey": {"Fn::Equals": [ref("AlarmTopicKmsKey"), "create"]},
+}
+
+# Resource types that grant access without a policy document of their own.
+PERMISSION_TYPES = {"AWS::Lambda::Permission", "AWS::Lambda::LayerVersionPermission"}
+
+
+def resources() -> dict[str, Any]:
+    return transformed()["Resources"]  # type: ignore[no-any-return]
+
+
+def without_description(properties: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in properties.items() if key != "Description"}
+
+
+def holds_a_policy(value: Any) -> bool:
+    """Whether a policy document (a mapping with ``Statement``) is anywhere inside."""
+    if isinstance(value, dict):
+        return "Statement" in value or any(holds_a_policy(item) for item in value.values())
+    if isinstance(value, list):
+        return any(holds_a_policy(item) for item in value)
+    return False
+
+
+def test_every_role_and_policy_of_the_template_is_in_a_table() -> None:
+    """A role, policy, or permission-bearing resource added to the template fails here until
+    its statements are written into the tables below."""
+    found = resources()
+    iam = {name for name, r in found.items() if r["Type"].startswith("AWS::IAM::")}
+    assert iam == set(ROLES) | set(MANAGED_POLICIES)
+    for name in ROLES:
+        assert found[name]["Type"] == "AWS::IAM::Role"
+    for name in MANAGED_POLICIES:
+        assert found[name]["Type"] == "AWS::IAM::ManagedPolicy"
+    granting = {
+        name
+        for name, r in found.items()
+        if not r["Type"].startswith("AWS::IAM::")
+        and (r["Type"] in PERMISSION_TYPES or holds_a_policy(r.get("Properties", {})))
+    }
+    assert granting == set(RESOURCE_POLICIES)
+
+
+@pytest.mark.parametrize("name", ROLES)
+def test_each_role_grants_exactly_its_table(name: str) -> None:
+    role = resources()[name]
+    expected = ROLES[name]
+    assert role.get("Condition") == expected.condition
+    assert set(role) <= {"Type", "Condition", "Properties"}
+    assert without_description(role["Properties"]) == expected.properties()
+
+
+@pytest.mark.parametrize("name", MANAGED_POLICIES)
+def test_each_managed_policy_grants_exactly_its_table(name: str) -> None:
+    policy = resources()[name]
+    assert "Condition" not in policy
+    assert without_description(policy["Properties"]) == {"PolicyDocument": MANAGED_POLICIES[name]}
+
+
+@pytest.mark.parametrize("name", RESOURCE_POLICIES)
+def test_each_resource_policy_is_exactly_its_table(name: str) -> None:
+    resource = resources()[name]
+    assert resource.get("Condition") == RESOURCE_POLICY_CONDITIONS.get(name)
+    assert without_description(resource["Properties"]) == RESOURCE_POLICIES[name]
+
+
+def test_the_conditions_that_gate_permissions_are_as_written() -> None:
+    conditions = transformed()["Conditions"]
+    for name, expression in GATES.items():
+        assert conditions[name] == expression, name
