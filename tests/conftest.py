@@ -9,8 +9,12 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from support import LogScan
 
 # As the template sets them, before any module creates the shared Powertools objects.
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "cmstoken-test")
@@ -69,6 +73,19 @@ def lambda_logs(capsys: pytest.CaptureFixture[str]) -> None:
     assert isinstance(handler, logging.StreamHandler)
     handler.stream = _CurrentStdout()  # not setStream: it would flush a stream pytest closed
     route_library_logs()
+
+
+@pytest.fixture(params=["INFO", "DEBUG"])
+def log_level(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, lambda_logs: None
+) -> Iterator[LogScan]:
+    """Each leak scan twice: ``POWERTOOLS_LOG_LEVEL`` as the template sets it (INFO) and as an
+    operator may set it while investigating (DEBUG), with every record kept and every secret
+    that crosses the wire collected (``support.scan_logs``)."""
+    from support import scan_logs
+
+    with scan_logs(str(request.param), monkeypatch, functions=True) as scan:
+        yield scan
 
 
 class _CurrentStdout:

@@ -4,10 +4,13 @@ transport that answers with prepared responses instead of opening sockets."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
+import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -254,3 +257,204 @@ def replayed_refresh_tokens(
         elif request.status is None or 200 <= request.status < 300:
             spent[request.credential] = request.at
     return replayed
+
+
+# --- leak scans: every record a logger produced, and every secret that crossed the wire -------
+
+# The JSON fields that carry a secret in an upstream request or answer.
+SECRET_FIELDS = frozenset(
+    {"access_token", "refresh_token", "id_token", "token", "device_code", "user_code"}
+)
+# A JWT (header.payload.), as raw access tokens, ID tokens and service tokens are.
+JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.")
+_SHORTEST_SECRET = 8
+
+
+class RecordKeeper(logging.Handler):
+    """A handler that keeps every record it is given, whatever its level, for leak scans."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def text(self) -> str:
+        """Everything the records hold: the message, every attribute (``extra`` fields, args,
+        exception and stack text included) and the formatted exception with its chain."""
+        formatter = logging.Formatter()
+        parts: list[str] = []
+        for record in list(self.records):
+            try:
+                parts.append(record.getMessage())
+            except Exception as exc:  # a bad format string is still scanned through vars
+                parts.append(f"<unformattable: {type(exc).__name__}>")
+            for key, value in vars(record).items():
+                parts.append(f"{key}={value!s}")
+                parts.append(f"{key}={value!r}")
+            if record.exc_info:
+                parts.append(formatter.formatException(record.exc_info))
+        return "\n".join(parts)
+
+
+class WireSecrets:
+    """Every secret value that crossed the wire through ``HttpTransport.request`` (any transport
+    in this process): the token fields of request forms, JSON bodies and ``Authorization``
+    headers, and of JSON answers. Leak scans look for these: they include tokens that were
+    never stored (an answer whose write failed, a device code) or that no test held."""
+
+    def __init__(self) -> None:
+        self.by_field: dict[str, set[str]] = {}
+        self.requests = 0
+
+    def values(self, *, except_fields: Iterable[str] = ()) -> set[str]:
+        skipped = set(except_fields)
+        return {v for name, found in self.by_field.items() if name not in skipped for v in found}
+
+    def add(self, name: str, value: object) -> None:
+        if isinstance(value, str) and len(value.strip()) >= _SHORTEST_SECRET:
+            self.by_field.setdefault(name, set()).add(value)
+
+    def harvest(self, document: object) -> None:
+        if isinstance(document, Mapping):
+            for key, value in document.items():
+                if key in SECRET_FIELDS:
+                    self.add(str(key), value)
+                self.harvest(value)
+        elif isinstance(document, list | tuple):
+            for item in document:
+                self.harvest(item)
+
+    def install(self, monkeypatch: Any) -> None:
+        """Wrap ``HttpTransport.request`` (undone by ``monkeypatch``)."""
+        original = HttpTransport.request
+        wire = self
+
+        def request(transport: HttpTransport, method: str, url: str, **kwargs: Any) -> Any:
+            wire.requests += 1
+            wire.harvest(kwargs.get("form"))
+            wire.harvest(kwargs.get("json_body"))
+            for name, value in (kwargs.get("headers") or {}).items():
+                if name.lower() == "authorization" and isinstance(value, str):
+                    wire.add("authorization", value.split(" ", 1)[-1])
+            answer = original(transport, method, url, **kwargs)
+            with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
+                wire.harvest(json.loads(answer.body))
+            return answer
+
+        monkeypatch.setattr(HttpTransport, "request", request)
+
+
+@dataclass
+class LogScan:
+    """The loggers at ``level`` (``"INFO"`` as the template sets it, or ``"DEBUG"``), a
+    ``RecordKeeper`` on them, and the secrets seen on the wire: ``assert_clean`` scans
+    captured output and every record for every secret."""
+
+    level: str
+    keeper: RecordKeeper
+    wire: WireSecrets
+
+    @property
+    def debug(self) -> bool:
+        return self.level == "DEBUG"
+
+    def leaks(
+        self,
+        texts: Iterable[str],
+        secrets: Iterable[str | None] = (),
+        except_fields: Iterable[str] = (),
+    ) -> list[str]:
+        """Fingerprints of the secrets (given, and seen on the wire except ``except_fields``)
+        found in ``texts``, and the start of any JWT-shaped string found there."""
+        from cmstoken.redaction import fingerprint
+
+        text = "\n".join(texts)
+        values = {s for s in secrets if s} | self.wire.values(except_fields=except_fields)
+        found = sorted(fingerprint(value) for value in values if value in text)
+        found += [f"JWT-shaped {match.group(0)[:12]}..." for match in JWT_SHAPE.finditer(text)]
+        return found
+
+    def assert_clean(
+        self,
+        *captured: str,
+        secrets: Iterable[str | None] = (),
+        shown: Iterable[str] = (),
+        upstream: bool = True,
+    ) -> None:
+        """No secret in ``captured`` (stdout, stderr, messages, results...) nor in any record.
+        ``shown``: wire fields that ``captured`` may hold on purpose (get-token shows the user
+        code); records may not. At DEBUG, ``upstream`` (calls were made): the library's and
+        urllib3's DEBUG records must have been captured, so that the scan is not vacuous."""
+        secrets = list(secrets)
+        records = self.keeper.text()
+        assert self.wire.requests or not upstream, "no upstream call was seen"
+        assert not self.leaks([records], secrets), f"secret in a log record at {self.level}"
+        assert not self.leaks(captured, secrets, shown), (
+            f"secret in captured output at {self.level}"
+        )
+        if self.debug and upstream:
+            names = {r.name for r in self.keeper.records if r.levelno == logging.DEBUG}
+            assert any(name.startswith("cmstoken.") for name in names), names
+            assert any(name.startswith("urllib3") for name in names), names
+
+
+# The loggers of the upstream HTTP libraries: urllib3 logs every request line at DEBUG.
+HTTP_LIBRARY_LOGGERS = ("urllib3", "requests")
+
+
+@contextlib.contextmanager
+def scan_logs(level: str, monkeypatch: Any, *, functions: bool) -> Iterator[LogScan]:
+    """The loggers at ``level`` (``"INFO"`` or ``"DEBUG"``) with a ``RecordKeeper`` on them,
+    and ``HttpTransport`` wrapped to collect the secrets on the wire.
+
+    ``functions``: as in the Lambda functions, ``POWERTOOLS_LOG_LEVEL`` is ``level``, the
+    Powertools logger takes it as at a cold start, and the library's ``cmstoken`` loggers
+    follow it (as ``route_library_logs`` sets them; routed to the Powertools handler by the
+    ``lambda_logs`` fixture). Otherwise, as in a command-line process that configured logging
+    at ``level``: the library's records propagate to the root logger, nothing routes them.
+
+    At DEBUG the upstream HTTP libraries' loggers are at DEBUG too. botocore is left as it is:
+    at DEBUG it logs whole AWS requests, ``SecretString`` included, by its own design, and
+    nothing in the product turns that on."""
+    library = logging.getLogger("cmstoken")
+    saved_library = (list(library.handlers), library.propagate, library.level)
+    http_loggers = [logging.getLogger(name) for name in HTTP_LIBRARY_LOGGERS]
+    saved_http = [each.level for each in http_loggers]
+    keeper = RecordKeeper()
+    kept = [logging.getLogger(), library]
+    powertools: Any = None
+    saved_powertools = logging.NOTSET
+    if functions:
+        from cmstoken.observability import logger as powertools
+
+        monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", level)
+        saved_powertools = powertools.log_level
+        powertools.setLevel(None)  # from POWERTOOLS_LOG_LEVEL, as a cold start does
+        assert logging.getLevelName(powertools.log_level) == level
+        library.setLevel(powertools.log_level)
+        if not logging.getLogger(powertools.name).propagate:
+            kept.append(logging.getLogger(powertools.name))
+    else:
+        library.handlers = [logging.NullHandler()]  # as the package leaves it on import
+        library.propagate = True
+        library.setLevel(level)
+    if level == "DEBUG":
+        for each in http_loggers:
+            each.setLevel(logging.DEBUG)
+    for each in kept:
+        each.addHandler(keeper)
+    wire = WireSecrets()
+    wire.install(monkeypatch)
+    try:
+        yield LogScan(level=level, keeper=keeper, wire=wire)
+    finally:
+        for each in kept:
+            each.removeHandler(keeper)
+        for each, saved in zip(http_loggers, saved_http, strict=True):
+            each.setLevel(saved)
+        if powertools is not None:
+            powertools.setLevel(saved_powertools)
+        library.handlers, library.propagate = saved_library[0], saved_library[1]
+        library.setLevel(saved_library[2])

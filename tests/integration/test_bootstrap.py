@@ -20,7 +20,7 @@ from harness import (
     record_secret_writes,
     secret_values,
 )
-from support import emitted_metrics, load_event
+from support import LogScan, emitted_metrics, load_event
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def test_start_returns_the_address_and_code_and_keeps_the_device_code_private(
 
 
 def test_the_whole_flow_authorizes_and_publishes_a_verified_token(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
+    stack: Stack, log_level: LogScan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     user_code = start(stack)["user_code"]
     code = device_code(stack)
@@ -88,12 +88,17 @@ def test_the_whole_flow_authorizes_and_publishes_a_verified_token(
     )
     assert stack.emulator.refresh_token_valid(secret.credential.refresh_token)
     assert stack.published_token_works()
-    output = capsys.readouterr().out
+    captured = capsys.readouterr()
+    output = captured.out
     assert code not in output
     assert user_code not in output  # whoever reads the logs could approve it first
     for value in secret_values(stack):
         assert value not in output
         assert value not in str(result)
+    # At INFO and DEBUG: every record, and every secret that crossed the wire (the device and
+    # user codes, the raw tokens, the service token).
+    assert {"device_code", "user_code", "refresh_token", "token"} <= set(log_level.wire.by_field)
+    log_level.assert_clean(output, captured.err, secrets=[code, user_code, *secret_values(stack)])
     metrics = emitted_metrics(output)
     assert metrics["BootstrapAuthorized"] == [0, 1]  # start, then poll
     # The authorization clears the alarms at once, without waiting for a rotator run.
@@ -369,7 +374,12 @@ def bootstrap(stack: Stack, *, subject: str | None = None, **start_fields: Any) 
     ids=["refused-exchange", "refused-verification"],
 )
 def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_were(
-    stack: Stack, capsys: pytest.CaptureFixture[str], endpoint: str, status: int, reason: str
+    stack: Stack,
+    log_level: LogScan,
+    capsys: pytest.CaptureFixture[str],
+    endpoint: str,
+    status: int,
+    reason: str,
 ) -> None:
     assert bootstrap(stack)["status"] == "authorized"
     stack.emulator.advance(HOUR)
@@ -389,10 +399,13 @@ def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_wer
     stack.emulator.advance(19 * HOUR)
     assert stack.invoke("rotator", {})["outcome"] == "rotated"  # the old credential still works
     assert start(stack)["status"] == "pending"  # and a new attempt can start at once
-    output = capsys.readouterr().out
+    captured = capsys.readouterr()
+    output = captured.out
     assert started["user_code"] not in output
     for value in secret_values(stack):
         assert value not in output
+    # The refused candidate's tokens were never stored: the wire knows them.
+    log_level.assert_clean(output, captured.err, secrets=secret_values(stack))
 
 
 def test_a_verified_reauthorization_replaces_the_credential_refresh_secret_first(

@@ -25,7 +25,7 @@ from cmstoken.http import HttpTransport, Timeouts
 from cmstoken.redaction import fingerprint
 from cmstoken.service import ServiceClient
 from harness import REFRESH_SECRET, Stack, refuse_rotation_writes, secret_values
-from support import emitted_metrics, make_jwt
+from support import LogScan, emitted_metrics, make_jwt
 
 pytestmark = pytest.mark.integration
 
@@ -359,7 +359,7 @@ def test_every_failure_of_the_write_after_a_refresh_is_retried(
 
 @pytest.mark.parametrize("code", ["KMSDisabledException", "AccessDeniedException", None])
 def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
-    stack: Stack, code: str | None, capsys: pytest.CaptureFixture[str]
+    stack: Stack, code: str | None, log_level: LogScan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stack.seed()
     old_refresh = stack.newest_refresh_token()
@@ -375,7 +375,8 @@ def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
     assert stack.refresh_document().lease is None
     assert stack.newest_refresh_token() == old_refresh
     assert stack.service_document().token == old_token
-    output = capsys.readouterr().out
+    captured = capsys.readouterr()
+    output = captured.out
     metrics = emitted_metrics(output)
     assert metrics["CredentialLost"] == [1]
     assert metrics["RotationFailed"] == [1]
@@ -385,6 +386,11 @@ def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
     assert len(critical[0]["lost"]) == len(fingerprint(old_refresh))
     for secret in [*secret_values(stack), old_refresh]:
         assert secret not in output
+    # The lost refresh token was never stored anywhere but the wire: it is scanned for too, in
+    # every record (the CRITICAL one's fields included), at INFO and at DEBUG.
+    (lost,) = log_level.wire.by_field["refresh_token"] - {old_refresh}
+    assert fingerprint(lost) == critical[0]["lost"]
+    log_level.assert_clean(output, captured.err, secrets=[*secret_values(stack), old_refresh])
     # The next run finds the used token: the family is gone, reported as such.
     runtime.store().client.meta.events.unregister(
         "provide-client-params.secrets-manager.PutSecretValue"

@@ -33,7 +33,7 @@ from harness import (
     Stack,
     secret_values,
 )
-from support import emitted_metrics, load_event, replayed_refresh_tokens
+from support import LogScan, emitted_metrics, load_event, replayed_refresh_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +128,67 @@ def test_forced_runs_are_debounced_by_the_minimum_interval(stack: Stack) -> None
     assert stack.emulator.counts == before
     stack.emulator.advance(601)
     assert stack.invoke("rotator", load_event("rotator-force"))["outcome"] == "rotated"
+    assert_healthy(stack)
+
+
+def test_a_forced_run_is_debounced_by_the_credentials_refresh_when_the_document_predates_it(
+    stack: Stack,
+) -> None:
+    """A published document written before ``refreshed_at`` existed says nothing about the last
+    refresh: the credential's own ``refreshed_at`` (the bootstrap, here) debounces."""
+    stack.seed()
+    document = json.loads(
+        stack.secretsmanager.get_secret_value(SecretId=SERVICE_SECRET)["SecretString"]
+    )
+    del document["refreshed_at"]
+    stack.secretsmanager.put_secret_value(
+        SecretId=SERVICE_SECRET, SecretString=json.dumps(document)
+    )
+    assert stack.service_document().refreshed_at is None
+    stack.emulator.advance(60)
+    before = stack.emulator.counts
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "skipped"
+    assert "debounced" in result["reason"]
+    assert stack.emulator.counts == before  # no call to the identity provider, nor any other
+    assert stack.refresh_document().lease is None
+    stack.emulator.advance(541)  # 601 s after the bootstrap
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "rotated"
+    assert result["refreshed"] is True
+    assert stack.emulator.counts["refresh"] == before["refresh"] + 1
+    assert_healthy(stack)
+
+
+def test_a_forced_run_is_debounced_by_a_stored_refresh_whose_publication_failed(
+    stack: Stack,
+) -> None:
+    """A forced refresh was stored but not published (its answer had no usable access token):
+    the published document still carries the older ``refreshed_at``, so only the credential's
+    says that a refresh happened a minute ago. A second forced run within the interval must not
+    refresh again."""
+    stack.seed()
+    stack.emulator.advance(700)  # the published document's refreshed_at is out of the interval
+    stack.emulator.inject("refresh", "rewrite", drop=["access_token"])
+    with pytest.raises(CmsTokenError, match="new refresh token is stored"):
+        stack.invoke("rotator", load_event("rotator-force"))
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    published = stack.service_document()
+    assert published.refreshed_at is not None
+    assert credential.refreshed_at - published.refreshed_at == pytest.approx(700, abs=5)
+    stack.emulator.advance(60)
+    before = stack.emulator.counts
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "skipped"
+    assert "debounced" in result["reason"]
+    assert stack.emulator.counts == before  # no call to the identity provider, nor any other
+    assert stack.refresh_document().credential == credential
+    stack.emulator.advance(541)  # 601 s after the stored refresh
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "rotated"
+    assert result["refreshed"] is True
+    assert stack.emulator.counts["refresh"] == before["refresh"] + 1
     assert_healthy(stack)
 
 
@@ -616,9 +677,10 @@ def test_a_lost_refresh_response_is_recovered_within_the_reuse_interval(stack: S
 
 
 @pytest.fixture
-def every_path(stack: Stack) -> Stack:
+def every_path(stack: Stack, log_level: LogScan) -> Stack:
     """A stack driven through rotation, a failed exchange, a refused verification and a
-    revocation, so that every log line and metric of those paths is captured."""
+    revocation, so that every log line and metric of those paths is captured (at INFO and at
+    DEBUG: ``log_level``)."""
     stack.seed()
     make_due(stack)
     stack.invoke("rotator", {})
@@ -638,7 +700,7 @@ def every_path(stack: Stack) -> Stack:
 
 
 def test_no_secret_reaches_logs_metrics_or_results(
-    every_path: Stack, capsys: pytest.CaptureFixture[str]
+    every_path: Stack, log_level: LogScan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     output = capsys.readouterr()
     secrets = secret_values(every_path)
@@ -647,6 +709,12 @@ def test_no_secret_reaches_logs_metrics_or_results(
     for secret in secrets:
         assert secret not in output.out
         assert secret not in output.err
+    # Every record (extra fields and exception text included) and every secret that crossed
+    # the wire (the ID tokens of the refresh answers were never stored), at INFO and at DEBUG.
+    assert log_level.wire.values() - set(secrets)
+    log_level.assert_clean(output.out, output.err, secrets=secrets)
+    if log_level.debug:
+        assert '"level":"DEBUG"' in output.out  # the functions' own DEBUG lines were captured
 
 
 # --- events and metrics for operators (no secret in them) -----------------------------------
