@@ -3,10 +3,13 @@ exchange-failure path, on a scripted transport and a fake clock."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cmstoken import get_token
 from cmstoken.errors import AccessDeniedError
@@ -320,3 +323,228 @@ def test_printable_neutralises_control_characters() -> None:
 
     assert printable("ok: réseau ✓") == "ok: réseau ✓"
     assert printable("a\x1b[31mb\x9bc\u202ed\r\n") == "a?[31mb?c?d??"
+
+
+# -- usage errors never echo a value -----------------------------------------------------------
+
+# Test data shaped like what gets pasted into the wrong place.
+REFRESH_LIKE = "v1.MTestOnlyRefreshToken-0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH"
+JWT_LIKE = make_jwt({"sub": "test-only", "exp": 1})
+# "{}" stands for the value.
+MALFORMED: list[list[str]] = [
+    ["--freetrial={}"],
+    ["-ft={}"],
+    ["-ft{}"],
+    ["-o", "{}"],
+    ["-o{}"],
+    ["-o={}"],
+    ["--format={}"],
+    ["--format", "{}"],
+    ["--help={}"],
+    ["-h={}"],
+    ["--version={}"],
+    ["{}"],
+    ["-r", "x", "{}"],
+    ["--{}"],
+    ["-{}"],
+    ["--bogus={}"],
+    ["--bogus", "{}"],
+    ["-f{}"],
+    ["-x{}"],
+    ["-f", "{}"],
+    ["--fr{}"],
+    ["--", "{}"],
+    ["-o", "json", "{}"],
+    ["{}", "--base-url"],
+    ["-ft", "-o", "plain", "{}", "-r"],
+    ["--base-url", "{}"],
+    ["--base-url={}"],
+    ["--base-url=https://cms.example.com:{}/"],
+    ["--base-url", "https://{}@cms.example.com"],
+    ["--base-url", "http://cms.example.com/{}"],
+    ["--base-url", "https://cms.example.com/?t={}"],
+    ["--base-url", "https://[{}/"],
+]
+
+
+def usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str], environ: dict[str, str] | None = None
+) -> str:
+    """The standard error of a usage error (exit 2, nothing on standard output)."""
+    with pytest.raises(SystemExit) as raised:
+        parse_args(argv, {"SERVICE_BASE_URL": BASE_URL} if environ is None else environ)
+    captured = capsys.readouterr()
+    assert raised.value.code == 2
+    assert captured.out == ""
+    assert "usage: get-token" in captured.err
+    return captured.err
+
+
+def echoed_runs(secret: str, text: str, size: int = 12) -> list[str]:
+    return [
+        secret[i : i + size] for i in range(len(secret) - size + 1) if secret[i : i + size] in text
+    ]
+
+
+@pytest.mark.parametrize("secret", [REFRESH_LIKE, JWT_LIKE], ids=["refresh-like", "jwt-like"])
+@pytest.mark.parametrize("shape", MALFORMED, ids=" ".join)
+def test_usage_errors_never_echo_a_value(
+    shape: list[str], secret: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error([word.replace("{}", secret) for word in shape], capsys)
+    assert echoed_runs(secret, err) == []
+
+
+def test_the_environment_s_base_url_is_not_echoed_either(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = usage_error([], capsys, {"SERVICE_BASE_URL": f"https://cms.example.com:{REFRESH_LIKE}"})
+    assert echoed_runs(REFRESH_LIKE, err) == []
+    assert "service base URL is not a valid URL" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-o", "v1.secret-abc"], "argument -o/--format: invalid choice (choose from json, plain)"),
+        (
+            ["--format=v1.secret-abc"],
+            "argument -o/--format: invalid choice (choose from json, plain)",
+        ),
+        (["--freetrial=v1.secret-abc"], "argument -ft/--freetrial: takes no value"),
+        (["-ft=v1.secret-abc"], "argument -ft/--freetrial: takes no value"),
+        (["--help=v1.secret-abc"], "argument -h/--help: takes no value"),
+        (["--version=v1.secret-abc"], "argument --version: takes no value"),
+        (["-r"], "argument -r/--refresh: expected one argument"),
+        (
+            ["v1.secret-abc", "--bogus=v1.secret-abc"],
+            "unrecognized arguments: [redacted] --bogus=[redacted]",
+        ),
+        (["--bogus", "v1.secret-abc"], "unrecognized arguments: --bogus [redacted]"),
+        (["-ftv1.secret-abc"], "unrecognized arguments: [redacted]"),
+        (["-f"], "unrecognized arguments: -f (the free-trial flag is -ft)"),
+    ],
+)
+def test_usage_errors_say_what_is_wrong_and_what_is_expected(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error(argv, capsys)
+    assert err.splitlines()[-1] == f"get-token: error: {message}"
+    assert "secret-abc" not in err
+
+
+def test_help_and_version_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    from cmstoken import __version__
+
+    assert get_token.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"get-token {__version__}\n"
+    assert get_token.main(["--help"]) == 0
+    assert "usage: get-token" in capsys.readouterr().out
+
+
+VALID_WORDS = [
+    "-ft",
+    "--freetrial",
+    "-o",
+    "--format",
+    "json",
+    "plain",
+    "--format=plain",
+    "-r",
+    "--refresh",
+    "--base-url",
+    BASE_URL,
+    "--",
+    "-f",
+    "-",
+]
+# Values a user might paste: long enough to be told from an option name.
+pasted_secrets = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=",
+    min_size=24,
+    max_size=80,
+)
+SECRET_FORMS = [
+    "{}",
+    "--{}",
+    "-{}",
+    "-o{}",
+    "-ft{}",
+    "-r{}",
+    "--format={}",
+    "--freetrial={}",
+    "--bogus={}",
+    "-h={}",
+    "--version={}",
+    "--base-url={}",
+    "--refresh={}",
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(st.sampled_from(VALID_WORDS), max_size=6),
+    secret=pasted_secrets,
+    form=st.sampled_from(SECRET_FORMS),
+    position=st.integers(min_value=0, max_value=6),
+)
+def test_a_pasted_secret_never_reaches_the_output(
+    words: list[str], secret: str, form: str, position: int
+) -> None:
+    argv = list(words)
+    argv.insert(min(position, len(argv)), form.replace("{}", secret))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            parse_args(argv, {"SERVICE_BASE_URL": BASE_URL}, io.StringIO(""))
+            code: object = 0
+        except SystemExit as exc:
+            code = exc.code
+    assert code in (0, 2, None)
+    assert secret not in out.getvalue() + err.getvalue()
+    if code == 2:
+        assert out.getvalue() == ""
+        assert echoed_runs(secret, err.getvalue(), size=20) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "argument -o/--format: invalid choice: 'v1.secret-abc' (choose from 'json', 'plain')",
+            "argument -o/--format: invalid choice (choose from json, plain)",
+        ),
+        (
+            "argument --version: ignored explicit argument 'v1.secret-abc'",
+            "argument --version: takes no value",
+        ),
+        (
+            "argument -r/--refresh: invalid str value: 'v1.secret-abc'",
+            "argument -r/--refresh: invalid value (expects TOKEN)",
+        ),
+        (
+            "argument --v1.secret-abc: expected one argument",
+            "invalid arguments (see --help)",
+        ),
+        (
+            "unrecognized arguments: --bogus=v1.secret-abc v1.secret-abc -x",
+            "unrecognized arguments: --bogus=[redacted] [redacted] -x",
+        ),
+        (
+            "ambiguous option: -v1.secret-abc could match -ft, --format",
+            "ambiguous option (-ft, --format)",
+        ),
+        (
+            "the following arguments are required: --base-url, v1.secret-abc",
+            "the following arguments are required (--base-url)",
+        ),
+        ("anything else: v1.secret-abc", "invalid arguments (see --help)"),
+    ],
+)
+def test_argparse_s_own_error_text_is_rebuilt_too(
+    text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        get_token.build_parser().error(text)
+    assert raised.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"get-token: error: {message}"

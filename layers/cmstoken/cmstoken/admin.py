@@ -7,6 +7,10 @@
 It finds the functions from the stack's outputs and invokes them. The invocation goes through the
 small ``Invoker`` interface, so that tests and the local demo run this same code against the
 handlers in-process (``LocalInvoker``).
+
+Everything printed from a function's result or error goes through ``printable``: the user code and
+addresses come from the identity provider by way of a stored document, and no escape sequence in
+them may reach the terminal.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, Protocol, TextIO
 
 from . import __version__
 from .clock import parse_iso
+from .redaction import displayable, printable
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -35,7 +40,10 @@ ROTATOR_OUTPUT = "RotatorFunctionName"
 
 
 class AdminError(Exception):
-    """A failure to report to the operator (exit status 1)."""
+    """A failure to report to the operator (exit status 1); its message is made printable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
 
 
 class Invoker(Protocol):
@@ -173,9 +181,10 @@ def bootstrap(
         if status == "authorized":
             identity = result.get("identity")
             out.write(
-                f"\nAuthorized{f' (identity {identity})' if identity else ''}. The service "
-                f"token is published (expires {result.get('service_token_expires_at')}); "
-                f"re-authorize by {result.get('reauthorize_by') or 'no fixed date'}.\n"
+                f"\nAuthorized{f' (identity {_shown(identity)})' if identity else ''}. The "
+                f"service token is published (expires "
+                f"{_shown(result.get('service_token_expires_at'))}); re-authorize by "
+                f"{_shown(result.get('reauthorize_by') or 'no fixed date')}.\n"
             )
             return EXIT_OK
         if status == "none" and approved and _published(invoker, functions):
@@ -216,33 +225,40 @@ def status(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
         rows.append(("approve at", pending["verification_uri_complete"]))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
-        out.write(f"{name:<{width}}  {value if value is not None else '-'}\n")
+        out.write(f"{name:<{width}}  {_shown(value) if value is not None else '-'}\n")
     return EXIT_OK if credential.get("status") == "active" else EXIT_FAILED
 
 
 def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
     """Force a rotation now (debounced by the stack's minimum interval)."""
     result = invoker.invoke(functions.rotator, {"force": True})
-    out.write(f"{result.get('outcome')}: {result.get('reason')}\n")
+    out.write(f"{_shown(result.get('outcome'))}: {_shown(result.get('reason'))}\n")
     if result.get("service_token_expires_at"):
-        out.write(f"service token expires {result['service_token_expires_at']}\n")
+        out.write(f"service token expires {_shown(result['service_token_expires_at'])}\n")
     return EXIT_OK if result.get("outcome") in ("rotated", "skipped") else EXIT_FAILED
 
 
 def _announce(started: Mapping[str, Any], out: TextIO, *, qr: bool) -> None:
     line = "=" * 64
-    if qr:
-        _qr_code(started["verification_uri_complete"], out)
+    address = str(started["verification_uri_complete"])
+    # No QR code of an address that does not print as what it is.
+    if qr and displayable(address):
+        _qr_code(address, out)
     out.write(
         f"\n{line}\n"
-        f"  Open:   {started['verification_uri_complete']}\n"
-        f"  or go to {started['verification_uri']} and enter the code\n\n"
-        f"          {started['user_code']}\n\n"
+        f"  Open:   {_shown(address)}\n"
+        f"  or go to {_shown(started['verification_uri'])} and enter the code\n\n"
+        f"          {_shown(started['user_code'])}\n\n"
         f"  Approve: Continue, then Confirm, then Confirm.\n"
-        f"  The code expires at {started['expires_at']}.\n"
+        f"  The code expires at {_shown(started['expires_at'])}.\n"
         f"{line}\n\n"
     )
     out.flush()
+
+
+def _shown(value: object) -> str:
+    """A value from a function's result, safe to print on a terminal."""
+    return printable(str(value))
 
 
 def _qr_code(address: str, out: TextIO) -> None:

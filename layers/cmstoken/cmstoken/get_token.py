@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from . import __version__
 from .clock import Clock, SystemClock, to_iso
@@ -31,7 +32,7 @@ from .errors import (
 from .http import validate_url
 from .identity import IdentityClient
 from .models import RawTokens, ServiceToken
-from .redaction import REDACTED, printable, scrub
+from .redaction import REDACTED, printable
 from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
 
@@ -111,19 +112,104 @@ class AbortedError(CmsTokenError):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose error messages never echo a stray token."""
+    """An argument parser whose usage errors never echo an argument's value (a token pasted
+    into the wrong place would reach the terminal and logs): each message is rebuilt from the
+    parser's own structure, naming the option and what it expects, and of the words it does
+    not know only option names are shown, values as ``[redacted]``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exit_on_error=False, **kwargs)
+
+    def parse_words(self, words: Sequence[str]) -> argparse.Namespace:
+        """Parse ``words``; usage errors exit 2 without echoing any value."""
+        try:
+            namespace, extras = self.parse_known_args(words)
+        except argparse.ArgumentError as exc:
+            self.refuse(self._rebuilt(exc.argument_name, exc.message))
+        if extras:
+            self.refuse(_unrecognized(extras))
+        return namespace
+
+    def refuse(self, message: str) -> NoReturn:
+        """Print usage and ``message`` (words of this program's own, no value) to stderr and
+        exit 2."""
+        super().error(printable(message))
 
     def error(self, message: str) -> NoReturn:
-        """Print usage and a scrubbed message to stderr, exit 2."""
-        if message.startswith("unrecognized arguments:"):
-            words = message.split(":", 1)[1].split()
-            message = "unrecognized arguments: " + " ".join(
-                word if word.startswith("-") else REDACTED for word in words
-            )
-        super().error(scrub(message))
+        """argparse's own error path, whose ``message`` may quote a value: only what it says
+        about this parser's options is kept."""
+        self.refuse(self._from_text(message))
+
+    def _rebuilt(self, name: str | None, problem: str) -> str:
+        """The message for ``problem`` (argparse's text, which may quote the value) with the
+        argument ``name``, from what the argument expects."""
+        action = self._action_named(name)
+        if action is None:
+            return self._from_text(problem) if name is None else "invalid arguments (see --help)"
+        if action.choices is not None and problem.startswith("invalid choice"):
+            return f"argument {name}: invalid choice ({_expects(action)})"
+        if action.nargs == 0 and problem.startswith("ignored explicit argument"):
+            return f"argument {name}: takes no value"
+        if _COUNT_EXPECTED.fullmatch(problem):
+            return f"argument {name}: {problem}"
+        return f"argument {name}: invalid value ({_expects(action)})"
+
+    def _from_text(self, message: str) -> str:
+        """A message rebuilt from argparse's text: option names kept, nothing else quoted."""
+        named = re.fullmatch(r"argument (\S+): (.*)", message, re.DOTALL)
+        if named and self._action_named(named[1]) is not None:
+            return self._rebuilt(named[1], named[2])
+        if message.startswith(_UNRECOGNIZED):
+            return _unrecognized(message.removeprefix(_UNRECOGNIZED).split())
+        for prefix in ("the following arguments are required: ", "ambiguous option: "):
+            if message.startswith(prefix):
+                names = [
+                    word
+                    for word in re.split(r"[\s,]+", message.removeprefix(prefix))
+                    if self._action_named(word) or word in self._option_string_actions
+                ]
+                return prefix.rstrip(": ") + (f" ({', '.join(names)})" if names else "")
+        return "invalid arguments (see --help)"
+
+    def _action_named(self, name: str | None) -> argparse.Action | None:
+        """The argument that argparse's messages call ``name`` (``-o/--format``)."""
+        for action in self._actions:
+            if name is not None and name in ("/".join(action.option_strings), action.metavar):
+                return action
+        return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+_UNRECOGNIZED = "unrecognized arguments: "
+# argparse's complaints about a missing value: they quote nothing.
+_COUNT_EXPECTED = re.compile(r"expected (?:one|at most one|at least one|\d+) arguments?")
+# A word shown in "unrecognized arguments": an option name (lower case, as option names are
+# written, and short); anything else may be a value, pasted in the wrong place.
+_OPTION_NAME = re.compile(r"--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+_MAX_OPTION_NAME = 20
+
+
+def _unrecognized(words: Sequence[str]) -> str:
+    shown = []
+    for word in words:
+        name, equals, _ = word.partition("=")
+        if word in ("-", "--"):
+            shown.append(word)
+        elif _OPTION_NAME.fullmatch(name) and len(name) <= _MAX_OPTION_NAME:
+            shown.append(name + (f"={REDACTED}" if equals else ""))
+        else:
+            shown.append(REDACTED)
+    return _UNRECOGNIZED + " ".join(shown)
+
+
+def _expects(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return "choose from " + ", ".join(str(choice) for choice in action.choices)
+    if action.nargs == 0:
+        return "takes no value"
+    return f"expects {action.metavar or action.dest.upper()}"
+
+
+def build_parser() -> _Parser:
     """The command-line parser, with the help text."""
     parser = _Parser(
         prog=PROG,
@@ -177,24 +263,28 @@ def parse_args(
     words = list(sys.argv[1:] if argv is None else argv)
     # argparse takes "-f" for "-ft" (single-dash prefixes match even without abbreviations)
     if "-f" in words[: words.index("--") if "--" in words else None]:
-        parser.error("unrecognized arguments: -f (the free-trial flag is -ft)")
-    args = parser.parse_args(words)
+        parser.refuse("unrecognized arguments: -f (the free-trial flag is -ft)")
+    args = parser.parse_words(words)
     base_url = args.base_url if args.base_url is not None else environ.get(ENV_BASE_URL, "")
     if not base_url.strip():
-        parser.error(f"no service address: pass --base-url or set {ENV_BASE_URL}")
+        parser.refuse(f"no service address: pass --base-url or set {ENV_BASE_URL}")
     try:
         base_url = validate_url(base_url, what="service base URL")
     except ConfigurationError as exc:
-        parser.error(str(exc))
+        # validate_url's own words never repeat the URL; the reason urlsplit gave for an
+        # unparsable one (the cause) may quote a part of it, so it is left out.
+        parser.refuse(
+            "service base URL is not a valid URL" if exc.__cause__ is not None else str(exc)
+        )
     refresh_token = args.refresh_token
     if refresh_token == FROM_STDIN:
         refresh_token = _read_secret(sys.stdin if stdin is None else stdin)
         if not refresh_token:
-            parser.error("argument -r/--refresh: no refresh token on standard input")
+            parser.refuse("argument -r/--refresh: no refresh token on standard input")
     elif refresh_token is None:
         refresh_token = environ.get(ENV_REFRESH_TOKEN, "").strip() or None
     if refresh_token is not None and not refresh_token.strip():
-        parser.error("argument -r/--refresh: the refresh token is empty")
+        parser.refuse("argument -r/--refresh: the refresh token is empty")
     return Options(
         base_url=base_url,
         free_trial=args.free_trial,
@@ -220,12 +310,13 @@ def run_device_flow(
     started = start_device_authorization(service, free_trial=free_trial)
     authorization = started.authorization
     account = " (free-trial account)" if free_trial else ""
+    # Checked when parsed; made harmless here all the same, as everything the provider says.
     _say(
         stderr,
         f"\nTo log in{account}, open this address in a browser and approve the request:\n\n"
-        f"    {authorization.verification_uri_complete}\n\n"
+        f"    {printable(authorization.verification_uri_complete)}\n\n"
         f"and check that the page shows this code:\n\n"
-        f"    {authorization.user_code}\n\n"
+        f"    {printable(authorization.user_code)}\n\n"
         f"The code is valid for {_duration(authorization.expires_in)} "
         f"(until {to_iso(authorization.expires_at)}).\n",
     )

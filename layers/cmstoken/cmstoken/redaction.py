@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable
 
 REDACTED = "[redacted]"
@@ -24,6 +25,22 @@ def printable(text: str) -> str:
     return "".join("?" if _unprintable(char) else char for char in text)
 
 
+def displayable(text: str) -> bool:
+    """True when ``text`` holds no control character, no invisible formatting character
+    (bidirectional controls, zero-width characters) and no whitespace: a value shown on its
+    own, such as a user code or an address, then prints as exactly what it is."""
+    return not any(
+        _unprintable(char) or char.isspace() or unicodedata.category(char) in _HIDDEN
+        for char in text
+    )
+
+
+# Unicode categories that print as nothing, or as something else: controls, formatting
+# characters (bidirectional marks and overrides, zero-width ones), separators, surrogates,
+# private use.
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Zs", "Zl", "Zp"})
+
+
 def _unprintable(char: str) -> bool:
     code = ord(char)
     return (
@@ -32,8 +49,30 @@ def _unprintable(char: str) -> bool:
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every given secret value and every JWT-shaped string replaced."""
+    """``text`` with every given secret value and every JWT-shaped string replaced.
+
+    A secret is found plain and percent-encoded (as a form body echoed back carries it:
+    ``quote`` or ``quote_plus``, hex digits in either case, ``+`` for a space), each character
+    either way. Scrub before shortening a text: a cut secret is no longer found."""
     for secret in secrets:
         if secret and len(secret) >= _MIN_SECRET_LENGTH:
-            text = text.replace(secret, REDACTED)
+            text = _echoes(secret).sub(REDACTED, text)
     return _JWT.sub(REDACTED, text)
+
+
+def _echoes(secret: str) -> re.Pattern[str]:
+    """A pattern matching ``secret`` with each character as is or percent-encoded."""
+    return re.compile("".join(_character(char) for char in secret))
+
+
+def _character(char: str) -> str:
+    """A pattern of one character: itself, its UTF-8 bytes as ``%HH`` (any case), and ``+``
+    for a space."""
+    forms = [re.escape(char), "".join(map(_percent, char.encode("utf-8", "surrogatepass")))]
+    if char == " ":
+        forms.append(r"\+")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _percent(byte: int) -> str:
+    return "%" + "".join(f"[{d}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02X}")

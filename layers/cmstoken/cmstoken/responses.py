@@ -1,13 +1,15 @@
 """Reading upstream responses: JSON bodies, and errors mapped onto the taxonomy in ``errors``.
 
 Pure functions over ``HttpResponse``, so the mapping is testable without a socket. Every message
-is scrubbed of the request's secrets and of anything shaped like a JWT.
+is scrubbed of the request's secrets (plain or percent-encoded) and of anything shaped like a JWT,
+each upstream text before it is shortened, so that no part of a secret survives the cut. No
+message quotes a body that is not JSON.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -29,6 +31,8 @@ from .http import HttpResponse
 from .redaction import scrub
 
 _MAX_TEXT = 300
+# The longest echo of one character of a secret: four UTF-8 bytes, percent-encoded.
+_MAX_ECHO_PER_CHARACTER = 12
 _OAUTH_ERRORS: dict[str, type[UpstreamError]] = {
     "authorization_pending": AuthorizationPendingError,
     "slow_down": SlowDownError,
@@ -118,7 +122,7 @@ def oauth_error(
 ) -> UpstreamError:
     """The error an identity-provider response stands for (``{"error", "error_description"}``)."""
     secrets = tuple(secrets)
-    code, description = _oauth_fields(response)
+    code, description = _oauth_fields(response, secrets)
     error_type = _OAUTH_ERRORS.get(code or "")
     if error_type is None:
         error_type = _by_status(response.status)
@@ -142,7 +146,7 @@ def service_error(
     "reference", "source"}}``; 401 and 403 mean the bearer token is not accepted.
     """
     secrets = tuple(secrets)
-    message, details, reference = _service_fields(response)
+    message, details, reference = _service_fields(response, secrets)
     if response.status in (401, 403):
         error_type: type[UpstreamError] = TokenRefusedError
     else:
@@ -186,25 +190,29 @@ def _by_status(status: int) -> type[UpstreamError]:
     return RequestRejectedError
 
 
-def _oauth_fields(response: HttpResponse) -> tuple[str | None, str | None]:
+def _oauth_fields(
+    response: HttpResponse, secrets: Sequence[str | None]
+) -> tuple[str | None, str | None]:
     document = _lenient_json(response)
     if document is None:
         return None, _non_json_summary(response)
     code = document.get("error")
     description = document.get("error_description")
     return (
-        _short(code) if isinstance(code, str) else None,
-        _short(description) if isinstance(description, str) else None,
+        _short(code, secrets) if isinstance(code, str) else None,
+        _short(description, secrets) if isinstance(description, str) else None,
     )
 
 
-def _service_fields(response: HttpResponse) -> tuple[str | None, str | None, str | None]:
+def _service_fields(
+    response: HttpResponse, secrets: Sequence[str | None]
+) -> tuple[str | None, str | None, str | None]:
     document = _lenient_json(response)
     if document is None:
         return None, _non_json_summary(response), None
     error = document.get("error")
     if not isinstance(error, dict):
-        return (_short(error) if isinstance(error, str) else None), None, None
+        return (_short(error, secrets) if isinstance(error, str) else None), None, None
     message = error.get("message")
     details = error.get("details")
     if not isinstance(details, str):
@@ -216,9 +224,9 @@ def _service_fields(response: HttpResponse) -> tuple[str | None, str | None, str
             details = None
     reference = error.get("reference")
     return (
-        _short(message) if isinstance(message, str) else None,
-        _short(details) if isinstance(details, str) else None,
-        _short(reference) if isinstance(reference, str) else None,
+        _short(message, secrets) if isinstance(message, str) else None,
+        _short(details, secrets) if isinstance(details, str) else None,
+        _short(reference, secrets) if isinstance(reference, str) else None,
     )
 
 
@@ -231,6 +239,7 @@ def _lenient_json(response: HttpResponse) -> dict[str, Any] | None:
 
 
 def _non_json_summary(response: HttpResponse) -> str | None:
+    """What a body that is not a JSON object is, never what it says."""
     if not response.body.strip():
         return None
     if _looks_like_html(response):
@@ -243,6 +252,19 @@ def _looks_like_html(response: HttpResponse) -> bool:
     return response.content_type == "text/html" or head.startswith((b"<!doctype", b"<html"))
 
 
-def _short(text: str) -> str:
+def _short(text: str, secrets: Sequence[str | None]) -> str:
+    """``text`` on one line, scrubbed of ``secrets`` and JWTs, then cut to ``_MAX_TEXT``
+    characters: scrubbed first, so that a secret near the cut leaves no prefix behind.
+
+    Only a head of the text is scrubbed (looking for JWTs in a whole 1 MB body can take
+    minutes), one long enough that an echo cut at its end starts beyond what is shown: the
+    head doubles until its scrubbed form is that long or it is the whole text."""
     text = " ".join(text.split())
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+    longest = max((len(secret) for secret in secrets if secret), default=0)
+    needed = _MAX_TEXT + _MAX_ECHO_PER_CHARACTER * longest
+    size = 2 * needed
+    head = scrub(text[:size], secrets)
+    while size < len(text) and len(head) < needed:
+        size *= 2
+        head = scrub(text[:size], secrets)
+    return head if len(head) <= _MAX_TEXT else head[: _MAX_TEXT - 3] + "..."
