@@ -46,7 +46,7 @@ class Upstream:
 @pytest.fixture
 def upstream(emulator: Emulator) -> Iterator[Upstream]:
     clock = EmulatorClock(emulator)
-    transport = HttpTransport(timeouts=Timeouts(connect=2, read=5))
+    transport = HttpTransport(timeouts=Timeouts(connect=2, total=5))
     service = ServiceClient(emulator.base_url, transport=transport, clock=clock)
     identity = IdentityClient(emulator.issuer_url, transport=transport, clock=clock)
     yield Upstream(emulator, clock, service, identity)
@@ -58,9 +58,9 @@ def authorize(up: Upstream, *, free_trial: bool = False, approve_after: float = 
     started = start_device_authorization(up.service, free_trial=free_trial)
     code = started.authorization.user_code
     up.clock.at(approve_after, lambda: up.emulator.approve(code))
-    tokens = started.poller().run()
-    assert tokens is not None
-    return tokens
+    answer = started.poller().run()
+    assert answer is not None
+    return answer.strict("device_token")
 
 
 # --- service-api.md section 5: the whole flow, and section 7 row by row ---------------------
@@ -447,8 +447,9 @@ def test_no_token_refresh_token_or_device_code_reaches_the_logs(
     upstream.clock.at(11, lambda: upstream.emulator.approve(code))
     upstream.emulator.inject("device_token", "status", status=503)
     poller = started.poller()
-    tokens = poller.run()
-    assert tokens is not None
+    answer = poller.run()
+    assert answer is not None
+    tokens = answer.strict("device_token")
     secrets += [tokens.access_token, tokens.refresh_token, tokens.id_token or ""]
     service_token = upstream.service.exchange(tokens.access_token, fallback_expires_at=0)
     secrets.append(service_token.token)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -12,10 +13,12 @@ from cmstoken.errors import (
     ExpiredTokenError,
     InvalidGrantError,
     ServerError,
+    TransientError,
     UpstreamConnectionError,
+    UpstreamTimeoutError,
 )
 from cmstoken.identity import IdentityClient
-from cmstoken.models import RawTokens
+from cmstoken.models import TokenAnswer
 from support import Answer, FakeClock, ScriptedTransport, response
 
 TOKENS = {
@@ -59,7 +62,7 @@ def poll_times(transport: ScriptedTransport) -> list[float]:
 def test_polls_at_the_interval_until_granted() -> None:
     device, transport, _ = poller([PENDING, PENDING, GRANTED])
     tokens = device.run()
-    assert isinstance(tokens, RawTokens)
+    assert isinstance(tokens, TokenAnswer)
     assert tokens.refresh_token == TOKENS["refresh_token"]
     assert poll_times(transport) == [5, 10, 15]
     sent = transport.sent[0]
@@ -122,8 +125,33 @@ def test_transient_errors_are_retried_honouring_retry_after() -> None:
     assert poll_times(transport) == [5, 10, 40, 45]
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UpstreamTimeoutError(
+            "device_token: no answer", endpoint="device_token", outcome_unknown=True
+        ),
+        UpstreamConnectionError(
+            "device_token: dropped", endpoint="device_token", outcome_unknown=True
+        ),
+        response(502, {}),
+        response(504, {}),
+        response(200, raw=b"{not json"),
+        response(200, {"access_token": "eyJx.eyJ5.sig", "token_type": "Bearer"}),
+    ],
+    ids=["timeout", "dropped", "502", "504", "garbled-2xx", "2xx-without-refresh-token"],
+)
+def test_a_poll_the_provider_may_have_answered_is_never_sent_again(failure: Any) -> None:
+    """The provider may have handed out the tokens (an approved code yields them once): a
+    second poll would only meet invalid_grant, so the error ends this run of polls at once."""
+    device, transport, _ = poller([failure, GRANTED])
+    with pytest.raises(TransientError):
+        device.run()
+    assert len(transport.sent) == 1
+
+
 def test_repeated_transient_errors_give_up_with_the_last_error() -> None:
-    device, transport, _ = poller([response(502, {})] * 3 + [GRANTED])
+    device, transport, _ = poller([response(503, {})] * 3 + [GRANTED])
     device.max_transient_failures = 3
     with pytest.raises(ServerError):
         device.run()

@@ -31,7 +31,7 @@ from .errors import (
 )
 from .http import validate_url
 from .identity import IdentityClient
-from .models import RawTokens, ServiceToken
+from .models import RawTokens, ServiceToken, TokenAnswer
 from .redaction import REDACTED, printable
 from .retry import RetryPolicy, call_with_retries
 from .service import ServiceClient
@@ -332,7 +332,7 @@ def run_device_flow(
     if tokens is None:  # only with a stop_at, which is not given
         raise AbortedError("polling stopped before the authorization finished")
     _say(stderr, "Authorized.")
-    return Result(tokens=tokens, scope=tokens.scope or started.provider.scope)
+    return _result(tokens, started.provider.scope, stderr)
 
 
 def run_refresh(
@@ -357,19 +357,24 @@ def run_refresh(
         "The refresh token given is now void: keep the new refresh_token of this output "
         "for the next run.",
     )
+    return _result(answer, provider.scope, stderr)
+
+
+def _result(answer: TokenAnswer, default_scope: str, stderr: TextIO) -> Result:
+    """A 2xx token answer (refresh or device flow) as the result to print. Its refresh token is
+    kept whatever else it lacks: without a usable access token the exchange fails, and the new
+    refresh token is printed for the next run."""
     if answer.problems:
         _say(stderr, "The answer is not as specified: " + "; ".join(answer.problems) + ".")
-    # A 2xx answer's refresh token is kept whatever else it lacks: without an access token the
-    # exchange fails, and the new refresh token is printed for the next run.
     tokens = RawTokens(
-        access_token=answer.access_token or "",
+        access_token=answer.usable_access_token or "",
         refresh_token=answer.refresh_token,
-        id_token=None,
+        id_token=answer.id_token,
         scope=answer.scope,
         expires_in=max(0, round(answer.access_token_expires_at - answer.received_at)),
         received_at=answer.received_at,
     )
-    return Result(tokens=tokens, scope=tokens.scope or provider.scope)
+    return Result(tokens=tokens, scope=tokens.scope or default_scope)
 
 
 def exchange(service: ServiceClient, result: Result) -> Result:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .clock import Clock, SystemClock
 from .http import HttpTransport, validate_url
-from .models import DeviceAuthorization, RawTokens, RefreshedTokens
+from .models import DeviceAuthorization, TokenAnswer
 from .responses import json_object, json_value, oauth_error
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -44,13 +42,15 @@ class IdentityClient:
 
     def poll_device_token(
         self, *, client_id: str, device_code: str, time_limit: float | None = None
-    ) -> RawTokens:
+    ) -> TokenAnswer:
         """Poll once for the tokens of a device authorization (endpoint 3).
 
         Raises ``AuthorizationPendingError`` or ``SlowDownError`` while the user has not
-        finished, and a ``TerminalError`` (expired, denied, invalid) when the flow is over.
+        finished, and a ``TerminalError`` (expired, denied, invalid) when the flow is over. An
+        approved answer is read as leniently as a refresh's (``TokenAnswer``): the device code
+        is spent once it is given, so its refresh token must be kept whatever else is missing.
         """
-        return self._token_request(
+        return self._token_answer(
             "device_token",
             {"grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id},
             secret=device_code,
@@ -59,41 +59,34 @@ class IdentityClient:
 
     def refresh(
         self, *, client_id: str, refresh_token: str, time_limit: float | None = None
-    ) -> RefreshedTokens:
+    ) -> TokenAnswer:
         """Trade a refresh token for new tokens (endpoint 5). The one sent is void afterwards:
         keep the ``refresh_token`` of the answer.
 
-        Any 2xx answer is read leniently (``RefreshedTokens``): it is the identity provider's
+        Any 2xx answer is read leniently (``TokenAnswer``): it is the identity provider's
         proof that it rotated the refresh token, so whatever else is wrong with it, its refresh
         token must be kept. Errors raised for a 2xx answer carry its status (2xx): callers
         must not send the same refresh token again after one.
         """
-        response = self._post(
+        return self._token_answer(
             "refresh",
             {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": refresh_token},
+            secret=refresh_token,
             time_limit=time_limit,
         )
-        now = self.clock.now()
-        if not 200 <= response.status < 300:
-            raise oauth_error(response, endpoint="refresh", now=now, secrets=(refresh_token,))
-        document = json_value(response, endpoint="refresh")
-        return RefreshedTokens.parse(document, received_at=now, endpoint="refresh")
 
-    def _post(self, endpoint: str, form: dict[str, str], *, time_limit: float | None) -> Any:
-        return self.transport.request(
+    def _token_answer(
+        self, endpoint: str, form: dict[str, str], *, secret: str, time_limit: float | None
+    ) -> TokenAnswer:
+        response = self.transport.request(
             "POST",
             f"{self.issuer_url}/oauth/token",
             endpoint=endpoint,
             form=form,
             time_limit=time_limit,
         )
-
-    def _token_request(
-        self, endpoint: str, form: dict[str, str], *, secret: str, time_limit: float | None
-    ) -> RawTokens:
-        response = self._post(endpoint, form, time_limit=time_limit)
         now = self.clock.now()
-        if response.status != 200:
+        if not 200 <= response.status < 300:
             raise oauth_error(response, endpoint=endpoint, now=now, secrets=(secret,))
-        document = json_object(response, endpoint=endpoint)
-        return RawTokens.parse(document, received_at=now, endpoint=endpoint)
+        document = json_value(response, endpoint=endpoint)
+        return TokenAnswer.parse(document, received_at=now, endpoint=endpoint)

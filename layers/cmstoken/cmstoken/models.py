@@ -19,6 +19,7 @@ from .lifetimes import (
     clamp_expiry,
     jwt_expiry,
 )
+from .redaction import displayable
 
 # Upper bounds of the device flow's numbers (the provider sends 900 and 5): larger ones are
 # clamped, so that no stored time is out of range and no poll waits for hours.
@@ -121,7 +122,18 @@ class DeviceAuthorization:
         cls, document: dict[str, Any], *, received_at: float, endpoint: str = "device_code"
     ) -> DeviceAuthorization:
         """Validate a device code response. ``interval`` defaults to 5 s (RFC 8628 3.2);
-        a missing ``verification_uri_complete`` is built from the address and the user code."""
+        a missing ``verification_uri_complete`` is built from the address and the user code.
+        The user code and the addresses are shown to a person: one holding a control
+        character, a bidirectional or other invisible formatting character, or whitespace
+        (which could rewrite a terminal or disguise the address) is refused, naming the
+        field, never quoting it."""
+        for key in ("user_code", "verification_uri", "verification_uri_complete"):
+            value = document.get(key)
+            if isinstance(value, str) and not displayable(value):
+                raise _fail(
+                    endpoint,
+                    f"field {key!r} contains control, invisible or whitespace characters",
+                )
         verification_uri = _url(document, "verification_uri", endpoint)
         user_code = _text(document, "user_code", endpoint)
         complete = _optional_text(document, "verification_uri_complete", endpoint)
@@ -186,13 +198,15 @@ class RawTokens:
 
 
 @dataclass(frozen=True)
-class RefreshedTokens:
-    """A 2xx answer to a refresh, read leniently: the identity provider has already rotated the
-    refresh token, so ``refresh_token`` is the credential from now on and must be kept even
-    when the rest of the answer is sloppy (``expires_in`` missing or a string, ``scope``
-    empty) or wrong. ``problems`` lists what strict reading objects to (field names, never
-    values); ``expiry_source`` says where ``access_token_expires_at`` came from:
-    ``"expires_in"``, ``"jwt"`` (the access token's ``exp``) or ``"assumed"``."""
+class TokenAnswer:
+    """A 2xx token answer (a refresh, or an approved device-code poll), read leniently: the
+    identity provider has already rotated the refresh token or spent the device code, so
+    ``refresh_token`` is the credential from now on and must be kept even when the rest of the
+    answer is sloppy (``expires_in`` missing or a string, ``scope`` empty: RFC 6749 5.1 makes
+    only ``access_token`` and ``token_type`` required) or wrong. ``problems`` lists what strict
+    reading objects to (field names, never values); ``expiry_source`` says where
+    ``access_token_expires_at`` came from: ``"expires_in"``, ``"jwt"`` (the access token's
+    ``exp``) or ``"assumed"``."""
 
     refresh_token: str = field(repr=False)
     access_token: str | None = field(repr=False)
@@ -201,6 +215,7 @@ class RefreshedTokens:
     expiry_source: str
     received_at: float
     problems: tuple[str, ...] = ()
+    id_token: str | None = field(default=None, repr=False)
 
     @property
     def expiry_assumed(self) -> bool:
@@ -208,8 +223,8 @@ class RefreshedTokens:
         return self.expiry_source == "assumed"
 
     @classmethod
-    def parse(cls, document: Any, *, received_at: float, endpoint: str) -> RefreshedTokens:
-        """Take what a 2xx refresh answer holds. Only an answer without a usable
+    def parse(cls, document: Any, *, received_at: float, endpoint: str) -> TokenAnswer:
+        """Take what a 2xx token answer holds. Only an answer without a usable
         ``refresh_token`` string raises (``MalformedResponseError`` with status 200): there is
         nothing to keep."""
         if not isinstance(document, dict):
@@ -247,6 +262,7 @@ class RefreshedTokens:
         else:
             source = "assumed"
             expires_at = received_at + ASSUMED_TOKEN_LIFETIME_SECONDS
+        id_token = document.get("id_token")
         return cls(
             refresh_token=refresh_token,
             access_token=access_token,
@@ -255,7 +271,13 @@ class RefreshedTokens:
             expiry_source=source,
             received_at=received_at,
             problems=tuple(problems),
+            id_token=id_token if isinstance(id_token, str) and id_token.strip() else None,
         )
+
+    @property
+    def usable_access_token(self) -> str | None:
+        """The access token, when the answer's problems leave it usable as a bearer token."""
+        return None if self.problems else self.access_token
 
     def strict(self, endpoint: str = "refresh") -> RawTokens:
         """The answer as ``RawTokens``; ``MalformedResponseError`` (status 200) naming the
@@ -267,7 +289,7 @@ class RefreshedTokens:
         return RawTokens(
             access_token=self.access_token,
             refresh_token=self.refresh_token,
-            id_token=None,
+            id_token=self.id_token,
             scope=self.scope,
             expires_in=max(0, round(self.access_token_expires_at - self.received_at)),
             received_at=self.received_at,
