@@ -62,6 +62,18 @@ from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 DEADLINE_SECONDS = 120.0
+# Slow answers (one budget, ``Bounds.slow``): the request is acted on at once and the clock
+# moves while the caller waits. "slow": answered within the call's time limit (30 s), after
+# 25 s; "stalled": answered after a lease's whole length (the deadline and the grace), longer
+# than any call's limit, so the caller waits its whole limit and gives up, outcome unknown.
+SLOW_SECONDS = {"slow": 25.0, "stalled": DEADLINE_SECONDS + LEASE_GRACE_SECONDS}
+
+
+def budget(fault: str) -> str:
+    """The bound a fault is drawn from."""
+    return "slow" if fault in SLOW_SECONDS else fault
+
+
 SECRET_NAMES = {REFRESH_SECRET: "credential", SERVICE_SECRET: "service-token"}
 
 
@@ -84,10 +96,12 @@ class Bounds:
     stale: int = 1
     lost_endpoints: tuple[str, ...] = ("refresh",)
     busy: int = 0  # calls refused as busy (Secrets Manager throttling, upstream 503)
+    slow: int = 0  # upstream answers that take SLOW_SECONDS (time passes during the call)
+    slow_endpoints: tuple[str, ...] = ("refresh", "exchange", "projects")
 
     def label(self) -> str:
         """A short name of the bounds, for test ids."""
-        return f"c{self.crashes}l{self.lost}s{self.stale}b{self.busy}"
+        return f"c{self.crashes}l{self.lost}s{self.stale}b{self.busy}w{self.slow}"
 
     limit: int = 200_000
 
@@ -136,6 +150,12 @@ class Transition:
         """(objects read, objects written)."""
         if self.fault == "crash":
             return frozenset(), frozenset()
+        reads, writes = self._footprint()
+        if self.fault in SLOW_SECONDS:  # time passes during the call
+            return reads, writes | {"clock"}
+        return reads, writes
+
+    def _footprint(self) -> tuple[frozenset[str], frozenset[str]]:
         kind, _, target = self.action.partition(":")
         if kind == "clock.sleep":
             return frozenset(), frozenset({"clock"})
@@ -151,7 +171,7 @@ class Transition:
 
 
 def independent(a: Transition, b: Transition) -> bool:
-    if a.actor == b.actor or (a.fault and a.fault == b.fault):
+    if a.actor == b.actor or (a.fault and budget(a.fault) == budget(b.fault)):
         return False
     (reads_a, writes_a), (reads_b, writes_b) = a.footprint(), b.footprint()
     return not (writes_a & (reads_b | writes_b) or writes_b & reads_a)
@@ -329,6 +349,8 @@ class Harness(Scheduler):
             options.append(replace(pending, fault="lost"))
         if used["busy"] < bounds.busy and pending.action != "clock.sleep":
             options.append(replace(pending, fault="busy"))
+        if endpoint in bounds.slow_endpoints and used["slow"] < bounds.slow:
+            options += [replace(pending, fault=fault) for fault in SLOW_SECONDS]
         if (
             pending.action.startswith("secretsmanager.GetSecretValue")
             and used["stale"] < bounds.stale
@@ -355,7 +377,7 @@ class Harness(Scheduler):
                     self._resume(actor, "abandon")
                 continue
             if chosen.fault:
-                self.used[chosen.fault] += 1
+                self.used[budget(chosen.fault)] += 1
             self._resume(next(a for a in parked if a.name == chosen.actor), chosen.fault)
 
     def _resume(self, actor: SimActor, fault: str) -> None:
@@ -382,6 +404,8 @@ class Harness(Scheduler):
             world.upstream.lose(action.removeprefix("upstream."))
         if fault == "busy" and action.startswith("upstream."):
             world.upstream.busy(action.removeprefix("upstream."))
+        if fault in SLOW_SECONDS:
+            world.upstream.slow(action.removeprefix("upstream."), SLOW_SECONDS[fault])
         self._stale = 1 if fault == "stale" else 0
         before = self._current(action)
         answer: Any = None
@@ -439,7 +463,13 @@ class Harness(Scheduler):
         log_size: int,
     ) -> None:
         world = self.world
-        tag = {"stale": " [STALE READ]", "lost": " [ANSWER LOST]", "busy": " [BUSY]"}.get(fault, "")
+        tag = {
+            "stale": " [STALE READ]",
+            "lost": " [ANSWER LOST]",
+            "busy": " [BUSY]",
+            "slow": f" [SLOW: {SLOW_SECONDS['slow']:.0f} s]",
+            "stalled": f" [STALLED: answer after {SLOW_SECONDS['stalled']:.0f} s]",
+        }.get(fault, "")
         when = f"t+{world.clock.now() - self.start_at:.1f}s"
         facts: dict[str, Any] = {}
         kind, _, target = action.partition(":")
@@ -646,7 +676,8 @@ class Report:
         return (
             f"{self.scenario} [crashes {b.crashes}, lost answers {b.lost} "
             f"({'/'.join(b.lost_endpoints)}), stale reads {b.stale} (k=1)"
-            f"{f', busy {b.busy}' if b.busy else ''}]: "
+            f"{f', busy {b.busy}' if b.busy else ''}"
+            f"{f', slow answers {b.slow} ({"/".join(b.slow_endpoints)})' if b.slow else ''}]: "
             f"{self.schedules} schedules explored (+{self.pruned} cut as equivalent), "
             f"{self.steps} steps, {len(self.states)} distinct states, {self.seconds:.1f} s"
         )

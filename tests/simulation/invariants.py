@@ -5,9 +5,10 @@ A ``Step`` is one thing an actor did (a model call with its answer, a crash, a s
 world now breaks, if any:
 
 - I1: a refresh token the identity provider has rotated (answered 200, or acted and lost the
-  answer) is never presented again outside the reuse interval, except after a documented loss
-  (the retry of a refresh whose answer was lost, or a later run finding the spent token after a
-  crash inside the window), where the identity provider refuses it;
+  answer, or answered after the caller's time limit) is never presented again outside the reuse
+  interval, except by a later run after a documented loss (an answer lost or too slow, a crash
+  inside the window), once the run that lost it has ended, where the identity provider refuses
+  it: the run that sent it never sends it again;
 - I2: the newest refresh token issued is in the credential secret, except while the actor that
   received it is inside the documented window (it has made no call since the refresh other than
   reading and writing the credential and sleeping between those retries), or after a documented
@@ -72,6 +73,7 @@ class InvariantChecker:
     rotated: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
     represented: set[str] = field(default_factory=set)
     presented: set[str] = field(default_factory=set)
+    finished: set[str] = field(default_factory=set)  # actors that ended or crashed
     verified: set[str] = field(default_factory=set)
     last_expiry: float = 0.0
     reported: list[str] = field(default_factory=list)
@@ -86,6 +88,7 @@ class InvariantChecker:
     # --- after every step -------------------------------------------------------------------
 
     def after(self, step: Step) -> Violation | None:
+        self._finished(step)
         return (
             self._i1(step)
             or self._window(step)
@@ -105,8 +108,15 @@ class InvariantChecker:
                 self.reuse_interval > 0 and step.at - self._times[number] <= self.reuse_interval
             )
             if not within:
-                if issued in self.lost and step.status not in (200, None):
-                    self.represented.add(token)  # a documented loss found out: refused
+                if (
+                    issued in self.lost
+                    and step.status not in (200, None)
+                    and who in self.finished
+                    and who != step.actor
+                ):
+                    # A documented loss found out by a later run (the one that lost the
+                    # answer has ended; it never sends the token again): refused.
+                    self.represented.add(token)
                 else:
                     return Violation(
                         "I1",
@@ -124,6 +134,10 @@ class InvariantChecker:
         elif step.status == 200 and step.issued is not None:
             self.holding[step.actor] = step.issued
         return None
+
+    def _finished(self, step: Step) -> None:
+        if step.action in ("end", "crash"):
+            self.finished.add(step.actor)
 
     def _window(self, step: Step) -> Violation | None:
         """Inside the window an actor holding an unstored token only reads and writes the

@@ -63,6 +63,8 @@ Loss = Literal["connection", "timeout"]
 class Clock(Protocol):
     def now(self) -> float: ...
 
+    def advance(self, seconds: float) -> None: ...
+
 
 class OAuthRefusalError(Exception):
     """An identity provider error answer (``{"error", "error_description"}``)."""
@@ -457,10 +459,18 @@ class SimulatedUpstream(HttpTransport):
         self.log: list[Exchange] = []
         self._losses: dict[str, deque[Loss]] = {}
         self._busy: set[str] = set()
+        self._slow: dict[str, float] = {}
 
     def lose(self, endpoint: str, how: Loss = "connection", times: int = 1) -> None:
         """The next ``times`` requests to ``endpoint`` act, then their answers are lost."""
         self._losses.setdefault(endpoint, deque()).extend([how] * times)
+
+    def slow(self, endpoint: str, seconds: float) -> None:
+        """The next request to ``endpoint`` is acted on at once and answered ``seconds`` later:
+        time passes while the caller waits (the clock moves), and a caller whose time limit
+        (the transport's, or the one it passed) is shorter gives up at that limit, the request
+        acted on and its answer never read (``UpstreamTimeoutError``, outcome unknown)."""
+        self._slow[endpoint] = seconds
 
     def busy(self, endpoint: str) -> None:
         """The next request to ``endpoint`` is answered 503 without being acted on (the
@@ -489,6 +499,9 @@ class SimulatedUpstream(HttpTransport):
                     return _oauth_error(refusal)
                 return _service_error(503, "the service is temporarily unavailable")
             response: HttpResponse = answer()
+            seconds = self._slow.pop(name, None)
+            if seconds is not None:
+                return self._slow_answer(name, credential, response, seconds, time_limit)
             losses = self._losses.get(name)
             if losses:
                 self.log.append(Exchange(name, credential, None, self.identity.clock.now()))
@@ -498,6 +511,24 @@ class SimulatedUpstream(HttpTransport):
 
         answered: HttpResponse = self.interceptor("upstream", name, act)
         return answered
+
+    def _slow_answer(
+        self,
+        name: str,
+        credential: str | None,
+        response: HttpResponse,
+        seconds: float,
+        time_limit: float | None,
+    ) -> HttpResponse:
+        limit = self.timeouts.total if time_limit is None else min(time_limit, self.timeouts.total)
+        clock = self.identity.clock
+        if seconds <= limit:
+            clock.advance(seconds)
+            self.log.append(Exchange(name, credential, response.status, clock.now()))
+            return response
+        clock.advance(limit)
+        self.log.append(Exchange(name, credential, None, clock.now()))
+        return self._lost(name, "timeout")
 
     def _lost(self, name: str, how: Loss) -> HttpResponse:
         if how == "timeout":

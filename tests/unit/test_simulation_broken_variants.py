@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from cmstoken import rotation
 from cmstoken.credentials import CredentialVault, Snapshot
+from cmstoken.documents import Lease
+from cmstoken.errors import VersionConflictError
 from cmstoken.publishing import Publisher
 from cmstoken.rotation import Rotator
 from cmstoken.store import SecretStore
@@ -79,3 +82,39 @@ def test_an_ignored_lease_is_caught(
 
     monkeypatch.setattr(CredentialVault, "read_refresh", without_lease)
     found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
+
+
+SLOW = Bounds(crashes=0, lost=0, stale=0, slow=1)
+
+
+def test_a_refresh_sent_again_after_a_slow_answer_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rule before issue 17: a refresh whose outcome is unknown (no answer within the time
+    limit) was sent again within the same run. The provider had acted on the slow one: the
+    second presentation is a reuse."""
+
+    def old_rule(error: BaseException) -> bool:
+        status = getattr(error, "status", None)
+        return not (isinstance(status, int) and 200 <= status < 300)
+
+    monkeypatch.setattr(rotation, "may_send_again", old_rule)
+    found(explore(TWO_ROTATORS, SLOW), capsys, "I1")
+
+
+def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Time passes during a slow call: a lease shorter than the run lets a second rotator claim
+    the credential mid-run and present the token the first one is refreshing."""
+
+    def short_lease(self: Rotator, snapshot: Snapshot, deadline: float) -> Snapshot:
+        lease = Lease(owner=self.owner, expires_at=self.clock.now() + 1)
+        claimed = replace(snapshot.secret, lease=lease)
+        try:
+            return self.vault.write_refresh(claimed, snapshot.version_id, deadline)
+        except VersionConflictError as exc:
+            raise rotation._RaceLostError from exc
+
+    monkeypatch.setattr(Rotator, "_claim", short_lease)
+    found(explore(TWO_ROTATORS, SLOW), capsys, "I1", "I2", "I4")

@@ -34,11 +34,17 @@ BUSY_VERIFY = Bounds(crashes=1, lost=1, stale=0, busy=1)
 # Three invocations at once: a scheduled run and both deliveries of a forced request.
 CLEAN = Bounds(crashes=0, lost=0, stale=0)
 THREE_VERIFY = Bounds(crashes=1, lost=0, stale=0)
+# Slow answers: a refresh, exchange or listing answered a lease's length later (the clock moves
+# during the call; the caller gives up at its time limit, the request acted on).
+SLOW = Bounds(crashes=0, lost=0, stale=0, slow=1)
+SLOW_VERIFY = Bounds(crashes=1, lost=1, stale=1, slow=1)
 CASES: list[tuple[Scenario, Bounds]] = [
     (TWO_ROTATORS, EXPLORE),
     (DUPLICATE_FORCED, EXPLORE),
     (TWO_ROTATORS, BUSY),
     (SCHEDULED_AND_DUPLICATE_FORCED, CLEAN),
+    (TWO_ROTATORS, SLOW),
+    (DUPLICATE_FORCED, SLOW),
 ]
 if PROFILE == "verify":
     CASES = [
@@ -46,6 +52,8 @@ if PROFILE == "verify":
         (DUPLICATE_FORCED, VERIFY),
         (TWO_ROTATORS, BUSY_VERIFY),
         (SCHEDULED_AND_DUPLICATE_FORCED, THREE_VERIFY),
+        (TWO_ROTATORS, SLOW_VERIFY),
+        (DUPLICATE_FORCED, SLOW_VERIFY),
     ]
 
 
@@ -65,9 +73,15 @@ def test_every_schedule_within_the_bounds_keeps_the_invariants(
     assert report.schedules > 100
     # every fault kind the bounds allow was injected somewhere, and (with crashes or lost
     # answers) some schedules lost the credential in the documented window and reported it
-    bounded = {"crash": bounds.crashes, "lost": bounds.lost, "stale": bounds.stale}
-    assert set(report.faults) == {kind for kind, n in {**bounded, "busy": bounds.busy}.items() if n}
-    if bounds.crashes or bounds.lost:
+    bounded = {
+        "crash": bounds.crashes,
+        "lost": bounds.lost,
+        "stale": bounds.stale,
+        "busy": bounds.busy,
+        "slow": bounds.slow,
+    }
+    assert set(report.faults) == {kind for kind, n in bounded.items() if n}
+    if bounds.crashes or bounds.lost or bounds.slow:
         assert any("ReauthorizationRequiredError" in outcome for outcome in report.outcomes)
     assert any(outcome.endswith("rotated") for outcome in report.outcomes)
 
@@ -96,6 +110,7 @@ def test_independence_is_what_the_reduction_assumes() -> None:
     crash_a = Transition("a", 0, "upstream.refresh", "crash")
     assert independent(crash_a, write)  # a crash touches nothing
     assert not independent(crash_a, Transition("b", 0, "clock.sleep", "crash"))  # one budget
+    assert not independent(read, Transition("b", 0, "upstream.refresh", "slow"))  # time passes
 
 
 def test_sleep_sets_explore_one_order_of_independent_steps() -> None:

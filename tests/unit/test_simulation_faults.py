@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import ReauthorizationRequiredError
+from cmstoken.errors import ReauthorizationRequiredError, TransientError
 from cmstoken.rotation import RotationResult
 from cmstoken.triggers import RotationRequest
+from simulation.upstream import Loss
 from simulation.world import HOUR, World
 
 SCHEDULED = RotationRequest(forced=False, source="schedule")
@@ -136,26 +137,36 @@ def test_a_lost_service_answer_is_retried_and_the_run_ends_healthy(endpoint: str
     assert healthy(world)
 
 
-def test_a_lost_refresh_answer_is_reported_at_once_without_a_reuse_interval() -> None:
+@pytest.mark.parametrize("how", ["connection", "timeout"])
+def test_a_lost_refresh_answer_is_reported_by_the_first_run_after_the_lease(how: Loss) -> None:
+    """The provider acted and the answer was lost: the run does not present the token again
+    (it may be spent), nor does any run while its lease holds; the first run after it finds
+    the token refused and reports it, once."""
     world = due_world()
-    world.upstream.lose("refresh")
-    with pytest.raises(ReauthorizationRequiredError):
+    world.upstream.lose("refresh", how)
+    with pytest.raises(TransientError):
         invoke(world, "one")
-    # The one documented second presentation, answered invalid_grant; none after it.
+    assert [(e.endpoint, e.status) for e in world.upstream.log] == [("refresh", None)]
+    assert invoke(world, "meanwhile").outcome == "skipped"  # the lease holds
+    world.clock.advance(200)  # past the lease (deadline + 30 s)
+    with pytest.raises(ReauthorizationRequiredError):
+        invoke(world, "two")
     assert [(e.endpoint, e.status) for e in world.upstream.log] == [
         ("refresh", None),
         ("refresh", 403),
     ]
     world.clock.advance(200)
-    result = invoke(world, "two")
-    assert result.outcome == "reauthorization_required"
+    assert invoke(world, "three").outcome == "reauthorization_required"
     assert sum(e.endpoint == "refresh" for e in world.upstream.log) == 2  # no retry storm
 
 
 def test_a_lost_refresh_answer_recovers_within_a_reuse_interval() -> None:
-    world = due_world(reuse_interval=60)
+    world = due_world(reuse_interval=600)
     world.upstream.lose("refresh")
-    result = invoke(world, "one")
+    with pytest.raises(TransientError):
+        invoke(world, "one")
+    world.clock.advance(200)  # past the lease, inside the reuse interval
+    result = invoke(world, "two")
     assert (result.outcome, result.refreshed) == ("rotated", True)
     assert healthy(world)
     assert [(e.endpoint, e.status) for e in world.upstream.log][:2] == [

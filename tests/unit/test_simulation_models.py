@@ -14,6 +14,7 @@ from cmstoken.errors import (
     CredentialRejectedError,
     ReauthorizationRequiredError,
     TokenRefusedError,
+    TransientError,
     UpstreamConnectionError,
     UpstreamTimeoutError,
     VersionConflictError,
@@ -309,17 +310,21 @@ def test_the_real_rotator_rotates_on_the_models() -> None:
     assert world.secretsmanager.calls[calls:] == [("GetSecretValue", "cmstoken/service-token")]
 
 
-def test_a_lost_refresh_answer_is_retried_once_and_reported_on_the_models() -> None:
+def test_a_lost_refresh_answer_is_not_sent_again_by_its_run_and_reported_by_the_next() -> None:
     world = World()
     world.seed()
     world.clock.advance(19 * HOUR)
     world.upstream.lose("refresh")
     spent = world.newest_refresh_token()
-    with pytest.raises(ReauthorizationRequiredError):
+    with pytest.raises(TransientError):
         world.rotator("one").run(SCHEDULED, deadline=world.clock.now() + 120)
+    assert world.replayed_refresh_tokens() == []
+    world.clock.advance(200)  # past its lease
+    with pytest.raises(ReauthorizationRequiredError):
+        world.rotator("two").run(SCHEDULED, deadline=world.clock.now() + 120)
     refreshes = [(e.endpoint, e.status) for e in world.upstream.log]
     assert refreshes == [("refresh", None), ("refresh", 403)]
-    # The one documented second presentation (outcome unknown), and nothing after it.
+    # The one documented second presentation (by the next run), and nothing after it.
     assert world.replayed_refresh_tokens() == [spent]
     credential = world.refresh_document().credential
     assert credential is not None
