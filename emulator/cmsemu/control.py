@@ -93,7 +93,7 @@ FAULTS: dict[str, str] = {
     "status": "answer an error without acting: status (4xx/5xx), error, description",
     "rate_limit": "answer 429 without acting: retry_after (Retry-After), reset_in "
     "(X-RateLimit-Reset)",
-    "delay": "wait seconds before answering",
+    "delay": "wait seconds before acting (acted: true: act first, then wait before answering)",
     "drop": "act, then close the connection without an answer",
     "malformed": "answer a broken body: body (html, truncated, empty, not_object, "
     "missing_fields, null_token, huge); acted: act first",

@@ -24,7 +24,7 @@ ENDPOINTS = frozenset(
 _PARAMS = {
     "status": {"status", "error", "description"},
     "rate_limit": {"retry_after", "reset_in"},
-    "delay": {"seconds"},
+    "delay": {"seconds", "acted"},
     "drop": set(),
     "malformed": {"body", "acted"},
     "rewrite": {"drop", "set", "raw", "body"},
@@ -48,7 +48,9 @@ class Fault:
     @property
     def acts(self) -> bool:
         """True if the request is carried out before the fault shapes the answer."""
-        return self.kind in ACTING or (self.kind == "malformed" and bool(self.params.get("acted")))
+        return self.kind in ACTING or (
+            self.kind in ("malformed", "delay") and bool(self.params.get("acted"))
+        )
 
 
 def _validate(endpoint: str, kind: str, times: int, params: dict[str, Any]) -> None:

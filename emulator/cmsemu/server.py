@@ -180,6 +180,10 @@ class Handler(BaseHTTPRequestHandler):
             fault = state.faults.take(endpoint)
             now = state.now()
         if fault is not None and fault.kind == "delay":
+            if fault.acts:  # a slow answer: the request is carried out, its answer comes late
+                response = self._act(route, request, credential)
+                self.server.stopping.wait(float(fault.params["seconds"]))
+                return response
             self.server.stopping.wait(float(fault.params["seconds"]))
             fault = None
         if fault is not None and fault.kind in ("status", "rate_limit"):

@@ -4,6 +4,7 @@ living next to the rotator."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Any
 
@@ -256,11 +257,24 @@ def test_status_reports_metadata_only(stack: Stack) -> None:
         {"action": "start", "free_trial": "yes"},
         [],
         {"action": "poll", "max_wait_seconds": 0},
+        {"action": "poll", "max_wait_seconds": -5},
+        {"action": "poll", "max_wait_seconds": "30"},
+        json.loads('{"action": "poll", "max_wait_seconds": 1e400}'),
+        json.loads('{"action": "poll", "max_wait_seconds": -1e400}'),
+        json.loads('{"action": "poll", "max_wait_seconds": NaN}'),
+        json.loads('{"action": "poll", "max_wait_seconds": Infinity}'),
+        {"action": "poll", "max_wait_seconds": 10**400},
     ],
 )
-def test_bad_events_are_refused(stack: Stack, event: Any) -> None:
-    with pytest.raises(ConfigurationError, match="bootstrap event"):
+def test_bad_events_are_refused(
+    stack: Stack, event: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused with the project's error, one clear line, and counted like any failure."""
+    with pytest.raises(ConfigurationError, match="bootstrap event") as info:
         stack.invoke("bootstrap", event)
+    assert "\n" not in str(info.value)
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics.get("BootstrapFailed") == [1.0], metrics
 
 
 # --- re-authorization, and never writing at once with the rotator ---------------------------
@@ -370,7 +384,10 @@ def bootstrap(stack: Stack, *, subject: str | None = None, **start_fields: Any) 
 
 @pytest.mark.parametrize(
     ("endpoint", "status", "reason"),
-    [("exchange", 500, "HTTP 500"), ("projects", 403, "refused the new service token")],
+    [
+        ("exchange", 500, "failed to get service token"),
+        ("projects", 403, "refused the new service token"),
+    ],
     ids=["refused-exchange", "refused-verification"],
 )
 def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_were(
@@ -387,7 +404,7 @@ def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_wer
     old = stack.newest_refresh_token()
     started = start(stack)
     stack.emulator.approve(started["user_code"])
-    stack.emulator.inject(endpoint, "status", times=20, status=status)
+    stack.emulator.inject(endpoint, "status", times=20, status=status, description=reason)
     result = poll(stack)
     assert result["status"] == "failed", result
     assert reason in result["message"]
@@ -406,6 +423,47 @@ def test_a_refused_reauthorization_leaves_both_secrets_byte_for_byte_as_they_wer
         assert value not in output
     # The refused candidate's tokens were never stored: the wire knows them.
     log_level.assert_clean(output, captured.err, secrets=secret_values(stack))
+
+
+@pytest.mark.parametrize(
+    ("fault", "params"),
+    [
+        ("status", {"status": 500, "description": "Injected failure."}),
+        ("status", {"status": 502}),
+        ("status", {"status": 503}),
+        ("status", {"status": 504}),
+        ("rate_limit", {"retry_after": 1}),
+        ("drop", {}),
+    ],
+    ids=["500-undocumented", "502", "503", "504", "429", "dropped-connection"],
+)
+def test_a_transient_exchange_failure_keeps_an_approved_reauthorization(
+    stack: Stack, fault: str, params: dict[str, Any]
+) -> None:
+    """Only the service's documented refusal drops a new authorization: a service that is
+    down, busy or unreachable keeps it for the next poll, and the message says what happened
+    instead of blaming the account."""
+    assert bootstrap(stack)["status"] == "authorized"
+    stack.emulator.advance(HOUR)
+    old = stack.newest_refresh_token()
+    started = start(stack)
+    stack.emulator.approve(started["user_code"])
+    stack.emulator.inject("exchange", fault, times=50, **params)
+    result = poll(stack)
+    assert result["status"] == "failed", result
+    assert "kept" in result["message"]
+    assert "poll again" in result["message"]
+    assert "account" not in result["message"]
+    secret = stack.refresh_document()
+    assert secret.candidate is not None  # the approval is kept
+    assert secret.credential is not None
+    assert secret.credential.refresh_token == old
+    stack.emulator.clear_faults()
+    assert poll(stack)["status"] == "authorized"
+    promoted = stack.refresh_document()
+    assert promoted.candidate is None
+    assert promoted.credential == secret.candidate.credential
+    assert stack.published_token_works()
 
 
 def test_a_verified_reauthorization_replaces_the_credential_refresh_secret_first(

@@ -16,10 +16,14 @@ from cmstoken.clock import to_iso
 from cmstoken.credentials import MAX_MERGES, CredentialVault, Snapshot
 from cmstoken.documents import RefreshSecret
 from cmstoken.errors import (
+    InvalidGrantError,
     MalformedResponseError,
+    RateLimitedError,
     ServerError,
+    UpstreamConnectionError,
     UpstreamTimeoutError,
     VersionConflictError,
+    may_send_again,
 )
 from cmstoken.http import HttpResponse
 from cmstoken.lifetimes import (
@@ -27,9 +31,8 @@ from cmstoken.lifetimes import (
     MAX_TOKEN_LIFETIME_SECONDS,
     jwt_expiry,
 )
-from cmstoken.models import DeviceAuthorization, Project, RefreshedTokens, ServiceToken
+from cmstoken.models import DeviceAuthorization, Project, ServiceToken, TokenAnswer
 from cmstoken.responses import json_object, oauth_error
-from cmstoken.rotation import _refresh_retryable
 from cmstoken.settings import Settings
 from cmstoken.store import SecretStore
 from support import DEVICE_DOCUMENT, TOKENS_DOCUMENT, FakeClock, make_jwt
@@ -38,8 +41,8 @@ NOW = 1_795_000_000.0
 TOKENS = TOKENS_DOCUMENT
 
 
-def parse(document: Any) -> RefreshedTokens:
-    return RefreshedTokens.parse(document, received_at=NOW, endpoint="refresh")
+def parse(document: Any) -> TokenAnswer:
+    return TokenAnswer.parse(document, received_at=NOW, endpoint="refresh")
 
 
 def without(*keys: str) -> dict[str, Any]:
@@ -145,7 +148,7 @@ def test_an_answer_without_a_usable_refresh_token_raises_with_its_2xx_status(val
     with pytest.raises(MalformedResponseError, match="no usable refresh_token") as info:
         parse({**TOKENS, "refresh_token": value})
     assert info.value.status == 200
-    assert not _refresh_retryable(info.value)
+    assert not may_send_again(info.value)
 
 
 def test_a_non_object_answer_raises_with_its_2xx_status() -> None:
@@ -195,17 +198,33 @@ def test_device_lifetimes_and_intervals_are_clamped() -> None:
 @pytest.mark.parametrize(
     ("error", "retryable"),
     [
-        (UpstreamTimeoutError("t", endpoint="refresh", outcome_unknown=True), True),
+        # No answer within the limit, or the connection dropped: the request may have been acted on.
+        (UpstreamTimeoutError("t", endpoint="refresh", outcome_unknown=True), False),
+        (UpstreamConnectionError("c", endpoint="refresh", outcome_unknown=True), False),
+        # It never left: refused, unresolvable, no TLS connection.
+        (UpstreamConnectionError("c", endpoint="refresh"), True),
         (UpstreamTimeoutError("t", endpoint="refresh", status=200, outcome_unknown=True), False),
         (MalformedResponseError("m", endpoint="refresh", status=200), False),
-        (MalformedResponseError("m", endpoint="refresh", status=502), True),
+        (MalformedResponseError("m", endpoint="refresh", status=500, outcome_unknown=True), False),
         (ServerError("s", endpoint="refresh", status=503), True),
+        (ServerError("s", endpoint="refresh", status=504, outcome_unknown=True), False),
+        (RateLimitedError("r", endpoint="refresh", status=429), True),
+        (InvalidGrantError("g", endpoint="refresh", status=403), False),
     ],
 )
-def test_a_refresh_is_never_sent_again_after_a_2xx_answer(
+def test_a_request_is_sent_again_only_when_it_was_provably_not_acted_on(
     error: Exception, retryable: bool
 ) -> None:
-    assert _refresh_retryable(error) is retryable
+    assert may_send_again(error) is retryable
+
+
+@pytest.mark.parametrize(
+    ("status", "unknown"), [(500, False), (502, True), (503, False), (504, True)]
+)
+def test_a_gateways_5xx_leaves_the_outcome_unknown(status: int, unknown: bool) -> None:
+    error = oauth_error(body('{"error": "server_error"}', status), endpoint="refresh", now=NOW)
+    assert isinstance(error, ServerError)
+    assert error.outcome_unknown is unknown
 
 
 @pytest.fixture

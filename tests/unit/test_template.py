@@ -68,9 +68,16 @@ def test_the_rotator_reserves_concurrency_from_a_parameter_defaulting_to_1(
 
 
 def test_the_rotator_timeout_covers_the_refresh_guard(resources: dict[str, Any]) -> None:
-    from cmstoken.rotation import REFRESH_GUARD_SECONDS
+    """A due run reads both secrets and claims the lease (three Secrets Manager calls at their
+    longest), and still has the refresh guard left: the refresh's whole time limit and the
+    reserve for storing its answer."""
+    from cmstoken.http import Timeouts
+    from cmstoken.rotation import LOST_RESERVE_SECONDS, WRITE_CALLS
+    from cmstoken.store import StoreTimeouts
 
-    assert resources["RotatorFunction"]["Properties"]["Timeout"] >= 3 * REFRESH_GUARD_SECONDS
+    attempt = StoreTimeouts().attempt_limit
+    guard = Timeouts().total + LOST_RESERVE_SECONDS + WRITE_CALLS * attempt
+    assert resources["RotatorFunction"]["Properties"]["Timeout"] >= 3 * attempt + guard
 
 
 def test_functions_get_the_contract_environment(resources: dict[str, Any]) -> None:

@@ -15,9 +15,17 @@ def session() -> Any:
     return boto3.session.Session()
 
 
-def client(service_name: str, *, session: Any = None) -> Any:
+def client(
+    service_name: str,
+    *,
+    session: Any = None,
+    connect_timeout: float = 3,
+    read_timeout: float = 5,
+    max_attempts: int = 3,
+) -> Any:
     """A boto3 client for ``service_name`` (callers annotate it with its stub type), from
-    ``session`` when given, else from boto3's default session."""
+    ``session`` when given, else from boto3's default session. ``max_attempts`` counts the
+    first call (1: botocore does not retry; the caller does)."""
     import boto3
     from botocore.config import Config
 
@@ -25,8 +33,8 @@ def client(service_name: str, *, session: Any = None) -> Any:
     return make(
         service_name,
         config=Config(
-            connect_timeout=3,
-            read_timeout=5,
-            retries={"mode": "standard", "max_attempts": 3},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
         ),
     )

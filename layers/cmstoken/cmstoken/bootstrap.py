@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .clock import Clock, optional_iso, to_iso
 from .credentials import CredentialVault, Snapshot
@@ -44,10 +45,12 @@ from .errors import (
     AccessDeniedError,
     CmsTokenError,
     ConfigurationError,
+    ExchangeFailedError,
     ExpiredTokenError,
     StoreError,
     TerminalError,
     TransientError,
+    may_send_again,
 )
 from .lifetimes import unverified_claims
 from .notifications import Notifier
@@ -59,7 +62,7 @@ from .store import SecretStore
 
 if TYPE_CHECKING:
     from .device_flow import PollSchedule
-    from .models import RawTokens
+    from .models import TokenAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -101,11 +104,7 @@ class BootstrapRequest:
         free_trial = event.get("free_trial")
         if free_trial is not None and not isinstance(free_trial, bool):
             raise ConfigurationError("bootstrap event field 'free_trial' must be true or false")
-        wait = event.get("max_wait_seconds")
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
-            raise ConfigurationError("bootstrap event field 'max_wait_seconds' must be a number")
-        if wait is not None and wait <= 0:
-            raise ConfigurationError("bootstrap event field 'max_wait_seconds' must be positive")
+        wait = _seconds(event.get("max_wait_seconds"), "max_wait_seconds")
         allow = event.get("allow_new_identity", False)
         if not isinstance(allow, bool):
             raise ConfigurationError(
@@ -116,11 +115,38 @@ class BootstrapRequest:
         )
 
 
+def _seconds(value: Any, name: str) -> float | None:
+    """An optional, positive, finite number of seconds from an event (JSON allows ``1e400``,
+    which reads as infinity, and Python's reader ``NaN`` and ``Infinity``)."""
+    if value is None:
+        return None
+    problem = f"bootstrap event field {name!r} must be a positive, finite number of seconds"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(problem)
+    try:
+        seconds = float(value)
+    except OverflowError as exc:  # an integer too large for a float
+        raise ConfigurationError(problem) from exc
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigurationError(problem)
+    return seconds
+
+
 class _SupersededError(CmsTokenError):
     """The candidate this invocation worked on was finished or replaced by another one."""
 
 
-def token_subject(tokens: RawTokens, issuer_url: str, client_id: str) -> str | None:
+class NamedTokens(Protocol):
+    """Tokens that may name their subject: a device-flow answer's ID and access tokens."""
+
+    @property
+    def id_token(self) -> str | None: ...
+
+    @property
+    def access_token(self) -> str | None: ...
+
+
+def token_subject(tokens: NamedTokens, issuer_url: str, client_id: str) -> str | None:
     """Who the tokens name, as the SHA-256 (hex) of the issuer and the ``sub`` claim; ``None``
     when no token names a subject that can be read.
 
@@ -333,6 +359,14 @@ class Bootstrapper:
             return {"status": "failed", "message": f"{exc}; run start again"}
         except CmsTokenError as exc:
             self._settle(snapshot, pending, schedule, None, deadline)
+            if not may_send_again(exc):
+                return {
+                    "status": "failed",
+                    "message": f"{exc}; the identity provider may have answered with the tokens "
+                    "and the answer was lost, so the poll was not sent again. Poll again: if "
+                    "the code is then refused, the approval went with the lost answer (run "
+                    "start again)",
+                }
             return {
                 "status": "failed",
                 "message": f"{exc}; the pending authorization stays, poll again",
@@ -348,7 +382,7 @@ class Bootstrapper:
         self,
         snapshot: Snapshot,
         pending: PendingAuthorization,
-        tokens: RawTokens,
+        tokens: TokenAnswer,
         deadline: float,
         allow_new_identity: bool,
     ) -> dict[str, Any]:
@@ -367,7 +401,18 @@ class Bootstrapper:
             free_trial=pending.free_trial,
             subject_sha256=subject,
         )
-        raw = RawAccessToken(token=tokens.access_token, expires_at=tokens.access_token_expires_at)
+        # A sloppy answer (RFC 6749 5.1: no expires_in, no scope) is read leniently; its refresh
+        # token is stored whatever else it lacks, its access token only when usable.
+        access_token = tokens.usable_access_token
+        raw = (
+            None
+            if access_token is None
+            else RawAccessToken(
+                token=access_token,
+                expires_at=tokens.access_token_expires_at,
+                expires_at_assumed=tokens.expiry_assumed,
+            )
+        )
         outcome: dict[str, str] = {}  # what the last attempt of the write decided
 
         def store(document: RefreshSecret) -> RefreshSecret | None:
@@ -379,6 +424,10 @@ class Bootstrapper:
             refusal = identity_refusal(document.credential, subject, allowed=allow_new_identity)
             if refusal is not None:
                 outcome["refused"] = refusal
+                outcome["advice"] = (
+                    "If this stack should now use that identity, start again allowing it "
+                    '("allow_new_identity": true; cmstoken-admin bootstrap --new-identity)'
+                )
                 return replace(document, pending=None) if ours else None
             current = document.credential
             if current is None or current.status != STATUS_ACTIVE:
@@ -391,6 +440,14 @@ class Bootstrapper:
                     candidate=None,
                     lease=None,
                 )
+            if raw is None:
+                outcome["refused"] = (
+                    "the identity provider's answer carries no usable access token "
+                    f"({'; '.join(tokens.problems)}), so the new authorization cannot be verified "
+                    "before it replaces the active credential"
+                )
+                outcome["advice"] = "Run start again"
+                return replace(document, pending=None) if ours else None
             outcome["stored_as"] = "candidate"
             return replace(
                 document, candidate=CandidateCredential(credential, raw), pending=remaining
@@ -405,15 +462,11 @@ class Bootstrapper:
             )
             raise
         if "refused" in outcome:
-            logger.warning(
-                "authorization refused: approved by another identity",
-                extra={"identity": _identity(subject)},
-            )
+            logger.warning("new authorization refused", extra={"identity": _identity(subject)})
             return {
                 "status": "failed",
                 "message": f"{outcome['refused']}. Nothing was changed and the approved tokens "
-                "were discarded. If this stack should now use that identity, start again allowing "
-                'it ("allow_new_identity": true; cmstoken-admin bootstrap --new-identity)',
+                f"were discarded. {outcome['advice']}",
             }
         logger.info(
             "device authorization approved; credential stored",
@@ -425,7 +478,17 @@ class Bootstrapper:
         )
         if outcome["stored_as"] == "candidate":
             assert stored is not None  # a write that decided is a write that happened
-            return self._finish(stored, CandidateCredential(credential, raw), deadline)
+            assert raw is not None  # a candidate is stored only with its access token
+            return self._finish(
+                stored, CandidateCredential(credential, raw), deadline, just_approved=True
+            )
+        if raw is None:
+            return {
+                "status": "failed",
+                "message": "authorized and stored, but the identity provider's answer carries "
+                f"no usable access token ({'; '.join(tokens.problems)}); the rotator refreshes "
+                "the new credential and publishes its service token on its next run",
+            }
         return self._publish(credential, raw, deadline)
 
     def _publish_new_credential(
@@ -469,14 +532,21 @@ class Bootstrapper:
         return _authorized_result(credential, published.expires_at)
 
     def _finish(
-        self, snapshot: Snapshot, candidate: CandidateCredential, deadline: float
+        self,
+        snapshot: Snapshot,
+        candidate: CandidateCredential,
+        deadline: float,
+        *,
+        just_approved: bool = False,
     ) -> dict[str, Any]:
         """Exchange and verify the candidate's service token; only then promote the candidate
         (refresh credential first) and publish. A refusal drops the candidate: the active
         credential and the published token stay exactly as they were."""
         raw = candidate.raw_access_token
         now = self.clock.now()
-        if raw.expires_at - now < RAW_TOKEN_MIN_SECONDS:
+        # Right after the approval the exchange is tried whatever lifetime the answer stated
+        # (a sloppy one may say 0 s): only the service's refusal drops the approval then.
+        if not just_approved and raw.expires_at - now < RAW_TOKEN_MIN_SECONDS:
             self._drop(snapshot, candidate, deadline)
             return {
                 "status": "failed",
@@ -518,11 +588,19 @@ class Bootstrapper:
                 "and the current credential stays in use: poll again to finish",
             }
         except CmsTokenError as exc:
-            if isinstance(exc, TransientError) and upstream_deadline - self.clock.now() < 1.0:
-                return _approved_result(
-                    f"approved, but the service did not answer in time ({exc}); the current "
-                    "credential stays in use: poll again to finish"
+            if not _refused(exc):
+                # 5xx, 429, timeouts, connection errors: nothing says the service refused the
+                # new authorization, so it is kept for the next poll.
+                logger.warning(
+                    "new authorization not verified yet; kept for the next poll",
+                    extra={"error": str(exc)},
                 )
+                return {
+                    "status": "failed",
+                    "message": f"approved, but the service could not verify the new "
+                    f"authorization ({exc}); it is kept and the current credential stays in "
+                    "use: poll again to finish",
+                }
             self._drop(snapshot, candidate, deadline)
             logger.warning(
                 "new authorization refused by the service; the active credential stays",
@@ -645,6 +723,13 @@ class Bootstrapper:
                 "expires_at": to_iso(pending.expires_at),
             },
         }
+
+
+def _refused(error: CmsTokenError) -> bool:
+    """Whether the service refused a new authorization's token: its documented exchange
+    failure, a 401/403 of the verification, or another answer saying the request is wrong.
+    A transient failure (5xx, 429, timeout, connection) is no refusal."""
+    return isinstance(error, ExchangeFailedError) or not isinstance(error, TransientError)
 
 
 def _same(stored: CandidateCredential | None, candidate: CandidateCredential) -> bool:

@@ -38,10 +38,16 @@ class CredentialVault:
     secret is empty or unreadable).
     """
 
-    def __init__(self, settings: Settings, store: SecretStore, clock: Clock) -> None:
+    def __init__(
+        self, settings: Settings, store: SecretStore, clock: Clock, *, whole_calls: bool = False
+    ) -> None:
         self.settings = settings
         self.store = store
         self.clock = clock
+        # With whole_calls, no call starts that could outlast its deadline (the rotator, whose
+        # writes after a refresh must end inside the invocation); otherwise only retries are
+        # held to that (a bootstrap poll's last writes come close to its deadline).
+        self.whole_calls = whole_calls
         self.published: ServiceTokenDocument | None = None
         self._published_version: str | None = None
 
@@ -139,11 +145,20 @@ class CredentialVault:
         return False
 
     def _call[T](self, operation: Callable[[], T], deadline: float) -> T:
+        attempt = self.store.timeouts.attempt_limit
+        ends_by = deadline - STORE_DEADLINE_MARGIN
+        if self.whole_calls and self.clock.now() + attempt > ends_by:
+            raise StoreUnavailableError(
+                f"not calling Secrets Manager: too little time left before the deadline (a call "
+                f"may take {attempt:.0f} s)",
+                code="InsufficientTime",
+            )
         return call_with_retries(
             operation,
             retry_on=(StoreUnavailableError,),
             policy=STORE_RETRY,
             clock=self.clock,
-            deadline=deadline - STORE_DEADLINE_MARGIN,
+            deadline=ends_by,
             description="secrets manager",
+            attempt_seconds=attempt,
         )

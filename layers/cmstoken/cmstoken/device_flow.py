@@ -18,9 +18,10 @@ from .errors import (
     ExpiredTokenError,
     SlowDownError,
     TransientError,
+    may_send_again,
 )
 from .identity import IdentityClient
-from .models import DeviceAuthorization, ProviderInfo, RawTokens
+from .models import DeviceAuthorization, ProviderInfo, TokenAnswer
 from .service import ServiceClient
 
 logger = logging.getLogger(__name__)
@@ -88,8 +89,10 @@ class DevicePoller:
 
     ``run`` returns the tokens, returns ``None`` when ``stop_at`` comes first (the schedule is
     then the one to resume with), or raises: ``ExpiredTokenError`` when the code expired (start
-    again), ``AccessDeniedError`` when the user refused, another ``TerminalError``, or the last
-    ``TransientError`` after ``max_transient_failures`` failures in a row.
+    again), ``AccessDeniedError`` when the user refused, another ``TerminalError``, the last
+    ``TransientError`` after ``max_transient_failures`` failures in a row, or at once a
+    ``TransientError`` after which the poll may not be sent again (``may_send_again``: no answer
+    within the limit, a dropped connection, a 2xx answer that could not be read).
     """
 
     def __init__(
@@ -110,7 +113,7 @@ class DevicePoller:
         self.max_transient_failures = max_transient_failures
         self.polls = 0
 
-    def run(self, *, stop_at: float | None = None) -> RawTokens | None:
+    def run(self, *, stop_at: float | None = None) -> TokenAnswer | None:
         """Poll until done or until ``stop_at`` (epoch seconds); see the class docstring."""
         failures = 0
         schedule = self.schedule
@@ -147,10 +150,13 @@ class DevicePoller:
                 logger.info("polling slowed down", extra={"interval": schedule.interval})
             except TransientError as exc:
                 failures += 1
-                if failures >= self.max_transient_failures:
-                    raise
                 wait = max(float(schedule.interval), exc.retry_after or 0.0)
                 schedule.next_poll_at = self.clock.now() + wait
+                if failures >= self.max_transient_failures or not may_send_again(exc):
+                    # A poll the provider may have answered with the tokens is not sent again
+                    # by this run (an approved device code yields its tokens once, then
+                    # invalid_grant); the schedule keeps the next run to the interval.
+                    raise
                 logger.warning(
                     "poll failed, retrying",
                     extra={"error": str(exc), "failures": failures, "wait_seconds": wait},

@@ -105,8 +105,30 @@ class TransientError(UpstreamError):
         self.outcome_unknown = outcome_unknown
 
 
+def may_send_again(error: BaseException) -> bool:
+    """Whether the request that failed with ``error`` may be sent again as it was.
+
+    Only when it was provably not acted on: it never left (no connection: refused,
+    unresolvable, no TLS), or the upstream answered that it did not act (429, 5xx other than a
+    gateway's). Not after a timeout, a dropped connection, a gateway error or a garbled body
+    (``outcome_unknown``), nor after any 2xx answer: a refresh token or device code the
+    upstream may have spent is never presented again while its answer could still come.
+    """
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and 200 <= status < 300:
+        return False
+    return isinstance(error, TransientError) and not error.outcome_unknown
+
+
 class ServerError(TransientError):
     """HTTP 5xx, or an OAuth ``server_error`` / ``temporarily_unavailable``."""
+
+
+class ExchangeFailedError(ServerError):
+    """The service's one documented exchange failure: HTTP 500 "failed to get ... token". It
+    may be a passing fault, so it is retried like any 5xx; once the retries are spent it is
+    the service's refusal of the raw access token (the only one a new authorization is
+    dropped for)."""
 
 
 class RateLimitedError(TransientError):

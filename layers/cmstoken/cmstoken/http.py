@@ -6,6 +6,12 @@ total time limit (connect, headers and body together: ``requests``' own timeouts
 socket operation, so an answer sent a byte at a time would never trip them), and turns every
 ``requests`` failure into the project's ``TransientError`` types.
 
+A slow answer is waited for up to that total limit: no shorter per-read timeout ends a request
+the upstream may be acting on, because the only way to learn its outcome would be to send it
+again, and a refresh token or device code sent twice is a reuse. ``outcome_unknown`` on the
+error says whether the request may have reached the upstream; only one that provably never left
+(refused, unresolvable, no TCP or TLS connection) is marked as not acted on.
+
 ``requests`` is imported on the first request, not with this module: a run that makes no upstream
 call (a scheduled no-op, a status query) does not pay for loading it at cold start.
 """
@@ -71,15 +77,16 @@ def validate_url(url: str, *, what: str, allow_query: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Time limits in seconds for one request: ``connect`` and ``read`` per socket operation,
-    ``total`` for the whole call (connect, headers and body)."""
+    """Time limits in seconds for one request: ``connect`` for opening the connection, ``total``
+    for the whole call (connect, headers and body). Once the request may have been sent, the
+    answer is waited for until ``total`` (or the caller's shorter limit): there is deliberately
+    no shorter per-read timeout."""
 
     connect: float = 3.05
-    read: float = 10.0
     total: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.connect <= 0 or self.read <= 0 or self.total <= 0:
+        if self.connect <= 0 or self.total <= 0:
             raise ConfigurationError("timeouts must be positive")
 
 
@@ -256,7 +263,8 @@ class HttpTransport:
         from requests.structures import CaseInsensitiveDict
 
         connect = min(self.timeouts.connect, budget)
-        read = min(self.timeouts.read, budget)
+        # The per-read timeout is the whole budget: a slow answer is waited for, not cut short.
+        read = budget
         try:
             response = session.request(
                 method,
@@ -275,7 +283,8 @@ class HttpTransport:
             ) from exc
         except requests.ReadTimeout as exc:
             raise UpstreamTimeoutError(
-                f"{endpoint}: no answer from {_origin(url)} within {read:.3g} s",
+                f"{endpoint}: no answer from {_origin(url)} within {read:.3g} s (the request "
+                "may have been acted on)",
                 endpoint=endpoint,
                 outcome_unknown=True,
             ) from exc
@@ -356,9 +365,28 @@ def _socket_of(raw: Any) -> socket.socket | None:
 
 
 def _is_connect_failure(exc: requests.ConnectionError) -> bool:
-    """True when the request never reached the server (refused, unresolvable, connect timeout),
-    so it was certainly not acted on."""
+    """True when the request never reached the server (refused, unresolvable, connect timeout,
+    a certificate refused in the TLS handshake), so it was certainly not acted on. Other TLS
+    errors (an abrupt end of the connection, say) may come after the request was sent."""
+    import ssl
+
     from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, NewConnectionError | NameResolutionError | ConnectTimeoutError)
+    never_sent = (
+        NewConnectionError,
+        NameResolutionError,
+        ConnectTimeoutError,
+        ssl.SSLCertVerificationError,
+    )
+    seen: set[int] = set()
+    pending: list[object] = [exc]
+    while pending:
+        error = pending.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, never_sent):
+            return True
+        pending.extend((getattr(error, "reason", None), error.__cause__, error.__context__))
+        pending.extend(error.args[:1])
+    return False

@@ -9,6 +9,7 @@ message quotes a body that is not JSON.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from .errors import (
     AccessDeniedError,
     AuthorizationPendingError,
+    ExchangeFailedError,
     ExpiredTokenError,
     InvalidClientError,
     InvalidGrantError,
@@ -33,6 +35,11 @@ from .redaction import scrub
 _MAX_TEXT = 300
 # The longest echo of one character of a secret: four UTF-8 bytes, percent-encoded.
 _MAX_ECHO_PER_CHARACTER = 12
+# The service's documented exchange failure (HTTP 500 "failed to get ... token").
+_DOCUMENTED_EXCHANGE_FAILURE = re.compile(r"failed to get\b.*\btoken", re.IGNORECASE)
+# A gateway's answer (bad gateway, gateway timeout) says nothing of whether the server behind it
+# acted on the request: its outcome is unknown.
+GATEWAY_STATUSES = frozenset({502, 504})
 _OAUTH_ERRORS: dict[str, type[UpstreamError]] = {
     "authorization_pending": AuthorizationPendingError,
     "slow_down": SlowDownError,
@@ -149,6 +156,10 @@ def service_error(
     message, details, reference = _service_fields(response, secrets)
     if response.status in (401, 403):
         error_type: type[UpstreamError] = TokenRefusedError
+    elif response.status == 500 and _DOCUMENTED_EXCHANGE_FAILURE.search(
+        f"{message or ''} {details or ''}"
+    ):
+        error_type = ExchangeFailedError
     else:
         error_type = _by_status(response.status)
     text = f"{endpoint}: HTTP {response.status}"
@@ -176,6 +187,7 @@ def _build(
             status=response.status,
             code=code,
             retry_after=retry_after_seconds(response, now=now),
+            outcome_unknown=response.status in GATEWAY_STATUSES,
         )
     return error_type(message, endpoint=endpoint, status=response.status, code=code)
 

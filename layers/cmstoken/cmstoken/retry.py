@@ -43,12 +43,14 @@ def call_with_retries[T](
     description: str = "call",
     jitter: Callable[[], float] = random.random,
     retryable: Callable[[BaseException], bool] | None = None,
+    attempt_seconds: float = 0.0,
 ) -> T:
     """Run ``operation``, retrying errors of the ``retry_on`` types under ``policy``.
 
     ``retryable``, when given, must also approve an error for it to be retried. No retry starts
-    unless its wait ends before ``deadline`` (epoch seconds); the last error is raised when the
-    attempts, the deadline, ``retryable`` or a too-long hint rule out another try.
+    unless its wait, and ``attempt_seconds`` (the longest one attempt can take), end before
+    ``deadline`` (epoch seconds); the last error is raised when the attempts, the deadline,
+    ``retryable`` or a too-long hint rule out another try.
     """
     retry = 0
     while True:
@@ -65,7 +67,7 @@ def call_with_retries[T](
                 wait = float(hint)
             else:
                 wait = policy.backoff(retry, jitter())
-            if deadline is not None and clock.now() + wait >= deadline:
+            if deadline is not None and clock.now() + wait + attempt_seconds >= deadline:
                 raise
             logger.warning(
                 "retrying after a transient error",

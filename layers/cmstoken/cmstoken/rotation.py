@@ -14,7 +14,11 @@ One run, in order (SPEC section 4):
    else, retrying every failure of that write until just before the deadline (if it still
    fails: a CRITICAL log, the ``CredentialLost`` metric, the lease released). Any 2xx answer
    holding a refresh token is stored, however sloppy the rest of it; only then is the rest
-   judged. No refresh is sent again after a 2xx answer.
+   judged. The refresh gets its whole time limit (a slow answer is waited for) and the time
+   to store its answer (``write_reserve``, sized from the Secrets Manager client's limits).
+   A refresh is sent again only when it provably was not acted on (``may_send_again``); after
+   one whose outcome is unknown the lease stays until it expires, so that no run presents the
+   token while its answer could still come.
 5. Exchange, verify with a project listing, and only then publish the new service token.
 
 ``invalid_grant`` / ``invalid_client`` re-read the credential first: a changed refresh token
@@ -48,6 +52,7 @@ from .errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
+    may_send_again,
 )
 from .notifications import Notifier
 from .publishing import Publisher
@@ -64,10 +69,9 @@ OUTCOME_ROTATED = "rotated"
 OUTCOME_SKIPPED = "skipped"
 OUTCOME_REAUTHORIZATION_REQUIRED = "reauthorization_required"
 
-# No refresh starts with less than this left of the invocation: the rotated token must be stored.
-REFRESH_GUARD_SECONDS = 30.0
-# Time kept back from the refresh's retries for storing its answer.
-WRITE_RESERVE_SECONDS = 15.0
+# Secrets Manager calls that storing a refresh's answer may take in the worst case: the write,
+# and after another writer came first, the re-read and the merged write.
+WRITE_CALLS = 3
 # A stored raw access token is exchanged only while it has at least this much life left.
 RAW_TOKEN_MIN_SECONDS = 300.0
 # A lease outlives its invocation's deadline by this much.
@@ -78,24 +82,6 @@ MAX_RACES = 3
 # deadline; what is left is for the CRITICAL log, the metric and releasing the lease.
 LOST_RESERVE_SECONDS = 2.0
 AFTER_REFRESH_STORE_RETRY = RetryPolicy(attempts=1_000_000, base_delay=0.25, max_delay=2.0)
-
-
-def _refresh_retryable(error: BaseException) -> bool:
-    """Whether a failed refresh may be sent again with the same refresh token.
-
-    Never after a 2xx answer (its status is on the error): the identity provider has rotated
-    the token, so the one sent is spent, and presenting it again is what its reuse detection
-    treats as theft (the family is revoked, the new token with it).
-
-    When the outcome is unknown (a timeout, a connection dropped before any answer) sending it
-    again is the better bet: if the request never reached the provider, the token is still good
-    and the retry simply succeeds; if it did and the answer was lost, its new token is already
-    lost to us, so the family is dead for us whether or not we retry: the retry can only turn
-    that into an explicit ``invalid_grant`` now (instead of at the next run), or recover it
-    within a reuse interval. 5xx and 429 answers mean the provider did not rotate.
-    """
-    status = getattr(error, "status", None)
-    return not (isinstance(status, int) and 200 <= status < 300)
 
 
 @dataclass(frozen=True)
@@ -144,7 +130,7 @@ class Rotator:
         self.service = service
         self.clock = clock
         self.owner = owner
-        self.vault = CredentialVault(settings, store, clock)
+        self.vault = CredentialVault(settings, store, clock, whole_calls=True)
         self.notifier = notifier
         self.publisher = Publisher(
             service,
@@ -155,6 +141,18 @@ class Rotator:
             notifier=notifier,
         )
         self.credential: RefreshCredential | None = None
+
+    @property
+    def write_reserve(self) -> float:
+        """Seconds kept after a refresh for storing its answer: ``WRITE_CALLS`` Secrets Manager
+        calls at their longest (``StoreTimeouts``), and the reserve for reporting a loss."""
+        return LOST_RESERVE_SECONDS + WRITE_CALLS * self.vault.store.timeouts.attempt_limit
+
+    @property
+    def refresh_guard(self) -> float:
+        """No refresh starts with less than this left: the refresh's whole time limit (a slow
+        answer is waited for, never cut short and sent again) and the write reserve."""
+        return self.service.transport.timeouts.total + self.write_reserve
 
     @property
     def published(self) -> ServiceTokenDocument | None:
@@ -236,10 +234,11 @@ class Rotator:
             published = self.publisher.publish(credential, raw, deadline, reason)
             return self._rotated(reason, published, False)
 
-        if deadline - now < REFRESH_GUARD_SECONDS:
+        if deadline - now < self.refresh_guard:
             raise InsufficientTimeError(
                 f"only {deadline - now:.0f} s left of the invocation; not starting a refresh "
-                f"(needs {REFRESH_GUARD_SECONDS:.0f} s to store its answer); retry later"
+                f"(needs {self.refresh_guard:.0f} s to wait for its answer and store it); "
+                "retry later"
             )
         claimed = self._claim(snapshot, deadline)
         logger.info(
@@ -262,20 +261,36 @@ class Rotator:
                     refresh_token=credential.refresh_token,
                     time_limit=timeout,
                 ),
-                deadline - WRITE_RESERVE_SECONDS,
+                deadline - self.write_reserve,
                 "refresh",
-                retryable=_refresh_retryable,
+                retryable=may_send_again,
             )
         except CredentialRejectedError as exc:
             raise self._credential_rejected(credential, exc, deadline) from exc
         except Exception as exc:
-            if not _refresh_retryable(exc):
+            status = getattr(exc, "status", None)
+            if isinstance(status, int) and 200 <= status < 300:
                 logger.critical(
                     "the identity provider answered the refresh (2xx) but no usable refresh "
                     "token could be read from its answer; the one sent is spent and is not "
                     "sent again",
                     extra={"previous": fingerprint(credential.refresh_token)},
                 )
+            elif getattr(exc, "outcome_unknown", False):
+                # The request may still be in the provider's hands: the lease stays until it
+                # expires, so that no run presents the same token while its answer could come.
+                logger.error(
+                    "no answer to the refresh; the identity provider may have acted on it, so "
+                    "the refresh token is not sent again before the lease expires",
+                    extra={
+                        "previous": fingerprint(credential.refresh_token),
+                        "error": type(exc).__name__,
+                        "lease_expires_at": to_iso(claimed.secret.lease.expires_at)
+                        if claimed.secret.lease
+                        else None,
+                    },
+                )
+                raise
             self._release(claimed, deadline)
             raise
         rotated = replace(
@@ -372,6 +387,7 @@ class Rotator:
                 clock=self.clock,
                 deadline=give_up_at,
                 description="store the rotated refresh token",
+                attempt_seconds=self.vault.store.timeouts.attempt_limit,
             )
         except Exception as exc:
             logger.critical(

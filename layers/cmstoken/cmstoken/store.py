@@ -66,18 +66,43 @@ class SecretValue:
     version_id: str | None
 
 
+@dataclass(frozen=True)
+class StoreTimeouts:
+    """How long one Secrets Manager call may take: ``connect`` and ``read`` timeouts, and no
+    retry inside botocore. The callers retry (``CredentialVault``), each retry started only when
+    ``attempt_limit`` still fits before their deadline, so that the time kept for storing a
+    rotated refresh token can be sized from these numbers (``Rotator.write_reserve``).
+    Secrets Manager answers in well under a second; a call that takes longer is retried."""
+
+    connect: float = 2.0
+    read: float = 4.0
+
+    @property
+    def attempt_limit(self) -> float:
+        """The longest one call can take: connecting, then waiting for the answer."""
+        return self.connect + self.read
+
+
 class SecretStore:
     """Reads and writes secret values. The boto3 client is created on first use (it honours
-    ``AWS_ENDPOINT_URL``); tests may inject one."""
+    ``AWS_ENDPOINT_URL``) with ``timeouts``; tests may inject one."""
 
-    def __init__(self, client: SecretsManagerClient | None = None) -> None:
+    def __init__(
+        self, client: SecretsManagerClient | None = None, *, timeouts: StoreTimeouts | None = None
+    ) -> None:
         self._client = client
+        self.timeouts = timeouts or StoreTimeouts()
 
     @property
     def client(self) -> SecretsManagerClient:
         """The Secrets Manager client, created on first use."""
         if self._client is None:
-            self._client = aws.client("secretsmanager")
+            self._client = aws.client(
+                "secretsmanager",
+                connect_timeout=self.timeouts.connect,
+                read_timeout=self.timeouts.read,
+                max_attempts=1,
+            )
         return self._client
 
     def read(self, secret_id: str) -> SecretValue:
