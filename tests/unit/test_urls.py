@@ -54,6 +54,9 @@ def test_rejected_urls_name_the_setting_and_the_rule(url: str, problem: str) -> 
         "ftp://user:hunter2secret@api.example.com",
         "http://user:hunter2secret@example.com",
         "hunter2secret",
+        "https://api.example.com:hunter2secret/",
+        "https://api.example.com:hunter2secret",
+        "https://[hunter2secret/",
     ],
 )
 def test_rejected_url_messages_never_echo_the_url(url: str) -> None:

@@ -271,11 +271,7 @@ def parse_args(
     try:
         base_url = validate_url(base_url, what="service base URL")
     except ConfigurationError as exc:
-        # validate_url's own words never repeat the URL; the reason urlsplit gave for an
-        # unparsable one (the cause) may quote a part of it, so it is left out.
-        parser.refuse(
-            "service base URL is not a valid URL" if exc.__cause__ is not None else str(exc)
-        )
+        parser.refuse(str(exc))  # validate_url's words never repeat any part of the URL
     refresh_token = args.refresh_token
     if refresh_token == FROM_STDIN:
         refresh_token = _read_secret(sys.stdin if stdin is None else stdin)

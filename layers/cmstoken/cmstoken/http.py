@@ -60,7 +60,16 @@ def validate_url(url: str, *, what: str, allow_query: bool = False) -> str:
         host = parts.hostname
         parts.port  # noqa: B018 -- raises ValueError for a bad port
     except ValueError as exc:
-        raise ConfigurationError(f"{what} is not a valid URL ({exc})") from exc
+        # urlsplit's reason quotes the offending part (a port, say): it is not repeated.
+        reason = str(exc)
+        problem = (
+            "its port is not a number from 0 to 65535"
+            if "Port" in reason
+            else "its host is a malformed IPv6 address"
+            if "IPv6" in reason
+            else "it cannot be parsed"
+        )
+        raise ConfigurationError(f"{what} is not a valid URL ({problem})") from exc
     # Checked first, and no message repeats the URL: it might carry a password.
     if parts.username is not None or parts.password is not None:
         raise ConfigurationError(f"{what} must not contain a user name or password")
