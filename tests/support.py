@@ -458,3 +458,23 @@ def scan_logs(level: str, monkeypatch: Any, *, functions: bool) -> Iterator[LogS
             powertools.setLevel(saved_powertools)
         library.handlers, library.propagate = saved_library[0], saved_library[1]
         library.setLevel(saved_library[2])
+
+
+# Provider text that must never reach a terminal as it is: escape sequences, bidirectional
+# overrides, invisible and white-space characters. DANGEROUS: what a printed line must not hold.
+HOSTILE_TEXT = [
+    "\x1b]0;owned\x07",  # retitles the terminal window
+    "\x1b[2J",  # clears the screen
+    "\u202e",  # right-to-left override
+    "\x9b31m",  # a C1 control sequence introducer
+    "\u2066",  # a bidirectional isolate
+    "\u200b",  # a zero-width space
+    "\u200f",  # a right-to-left mark
+    "\r",
+    "\n",
+    "\t",
+    " ",
+    "\u00a0",  # a no-break space
+    "\u2028",  # a line separator
+]
+DANGEROUS_CHARACTERS = ("\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\r")

@@ -131,6 +131,18 @@ def test_forced_runs_are_debounced_by_the_minimum_interval(stack: Stack) -> None
     assert_healthy(stack)
 
 
+def assert_forced_run_debounced(stack: Stack) -> dict[str, int]:
+    """A minute later, a forced run is skipped as debounced, with no upstream call at all;
+    returns the emulator's counts."""
+    stack.emulator.advance(60)
+    before = stack.emulator.counts
+    result = stack.invoke("rotator", load_event("rotator-force"))
+    assert result["outcome"] == "skipped"
+    assert "debounced" in result["reason"]
+    assert stack.emulator.counts == before  # no call to the identity provider, nor any other
+    return before
+
+
 def test_a_forced_run_is_debounced_by_the_credentials_refresh_when_the_document_predates_it(
     stack: Stack,
 ) -> None:
@@ -145,12 +157,7 @@ def test_a_forced_run_is_debounced_by_the_credentials_refresh_when_the_document_
         SecretId=SERVICE_SECRET, SecretString=json.dumps(document)
     )
     assert stack.service_document().refreshed_at is None
-    stack.emulator.advance(60)
-    before = stack.emulator.counts
-    result = stack.invoke("rotator", load_event("rotator-force"))
-    assert result["outcome"] == "skipped"
-    assert "debounced" in result["reason"]
-    assert stack.emulator.counts == before  # no call to the identity provider, nor any other
+    before = assert_forced_run_debounced(stack)
     assert stack.refresh_document().lease is None
     stack.emulator.advance(541)  # 601 s after the bootstrap
     result = stack.invoke("rotator", load_event("rotator-force"))
@@ -177,12 +184,7 @@ def test_a_forced_run_is_debounced_by_a_stored_refresh_whose_publication_failed(
     published = stack.service_document()
     assert published.refreshed_at is not None
     assert credential.refreshed_at - published.refreshed_at == pytest.approx(700, abs=5)
-    stack.emulator.advance(60)
-    before = stack.emulator.counts
-    result = stack.invoke("rotator", load_event("rotator-force"))
-    assert result["outcome"] == "skipped"
-    assert "debounced" in result["reason"]
-    assert stack.emulator.counts == before  # no call to the identity provider, nor any other
+    before = assert_forced_run_debounced(stack)
     assert stack.refresh_document().credential == credential
     stack.emulator.advance(541)  # 601 s after the stored refresh
     result = stack.invoke("rotator", load_event("rotator-force"))

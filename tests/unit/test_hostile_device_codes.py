@@ -14,6 +14,7 @@ from cmstoken.errors import MalformedResponseError
 from cmstoken.get_token import Options, run
 from cmstoken.models import DeviceAuthorization
 from cmstoken.service import ServiceClient
+from support import DANGEROUS_CHARACTERS as DANGEROUS
 from support import (
     DEVICE_DOCUMENT,
     PROVIDER_DOCUMENT,
@@ -22,25 +23,10 @@ from support import (
     ScriptedTransport,
     response,
 )
+from support import HOSTILE_TEXT as HOSTILE
 
 NOW = 1_795_000_000.0
 BASE_URL = "https://cms.example.com"
-HOSTILE = [
-    "\x1b]0;owned\x07",  # retitles the terminal window
-    "\x1b[2J",  # clears the screen
-    "\u202e",  # right-to-left override
-    "\x9b31m",  # a C1 control sequence introducer
-    "\u2066",  # a bidirectional isolate
-    "\u200b",  # a zero-width space
-    "\u200f",  # a right-to-left mark
-    "\r",
-    "\n",
-    "\t",
-    " ",
-    "\u00a0",  # a no-break space
-    "\u2028",  # a line separator
-]
-DANGEROUS = ("\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\r")
 FIELDS = ["user_code", "verification_uri", "verification_uri_complete"]
 
 
