@@ -429,7 +429,7 @@ def test_the_upstream_comparison_sees_every_kind_of_answer(emulator: Emulator) -
     assert steps[8] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
     assert steps[9] == ("error", "UpstreamConnectionError", None, None, True)
     assert steps[10] == ("minted", 0)
-    assert steps[11][:3] == ("error", "ServerError", 500)
+    assert steps[11][:3] == ("error", "ExchangeFailedError", 500)  # the documented refusal
     assert steps[12] == 1
     assert steps[14][:3] == ("error", "TokenRefusedError", 401)
     assert outcomes[5][1] == [(False, True), (False, True), (False, True)]
@@ -540,7 +540,9 @@ class DeviceUpstream(Upstream):
                     self._subject(answer.access_token),
                     self._subject(answer.id_token),
                     answer.scope,
-                    answer.expires_in,
+                    round(answer.access_token_expires_at - answer.received_at),
+                    answer.expiry_source,
+                    answer.problems,
                 ),
             )
         if kind == "approve":
@@ -717,6 +719,8 @@ def test_the_device_flow_comparison_sees_every_kind_of_answer(emulator: Emulator
         OTHER_SUBJECT,
         SCOPE,
         86400,
+        "expires_in",
+        (),
     )
     assert steps[11] == ("error", "InvalidGrantError", 403, "invalid_grant", None)
     assert steps[12] == ("issued", 1, False)
