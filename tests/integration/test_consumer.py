@@ -188,7 +188,8 @@ def test_no_new_token_within_the_wait_is_a_clear_bounded_error(setup: Consumer) 
     with pytest.raises(ConsumerError, match="no new one was published within 60 s") as caught:
         provider.refused(old)
     assert caught.value.reason == consumer.REFRESH_TIMEOUT
-    assert stack.clock.now() - started == pytest.approx(60, abs=1)  # and real milliseconds
+    # 60 s waited on the emulator's clock, plus the real time the calls took (generously)
+    assert 60 <= stack.clock.now() - started <= 60 + 10
     [event] = setup.receive()
     assert event["detail-type"] == REFRESH_REQUESTED
     assert setup.published() == old
