@@ -87,7 +87,10 @@ verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)
 	$(BIN)/python scripts/demo.py
 
-bench: $(STAMP) ## Benchmark: built-layout cold starts vs a boto3 floor, calls per run, layer size (budgets)
+bench: $(STAMP) ## Benchmark: cold starts vs a boto3 floor, get-token vs the vendor's script, calls per run, layer size
+	@command -v curl >/dev/null && command -v jq >/dev/null || { \
+	  echo "installing curl and jq (the vendor's get-token.sh, the baseline, needs them)"; \
+	  apt-get update -qq && apt-get install -y -qq curl jq >/dev/null; }
 	$(BIN)/python scripts/bench.py
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
