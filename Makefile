@@ -20,14 +20,18 @@ help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(DEPS): requirements-dev.txt
-	@python=$$(scripts/find-python) && echo "Creating $(VENV) with $$python" && \
+	@python=$$(scripts/find-python) && \
+	  echo "Creating $(VENV) with $$python and the pinned dependencies (about a minute, once)" && \
 	  rm -rf $(VENV) && "$$python" -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
+# setuptools' box about editable installs warns of a folder named like the package in the
+# working directory; there is none at the top level here, so it is silenced.
 $(STAMP): $(DEPS) pyproject.toml
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@echo "$(VENV) is ready"
 	@touch $@
 
 venv: $(STAMP) ## Create .venv/ with the pinned dependencies
