@@ -320,10 +320,11 @@ def test_a_refresh_the_rotator_would_skip_is_said_at_once_in_every_thread(
     results = together(THREADS, lambda: provider.refused(old))
     assert {r.value.reason for r in results} == {consumer.REFRESH_DEBOUNCED}
     assert {r.value.retry_at for r in results} == {document.refreshed_at + long_interval}
-    assert max(r.seconds for r in results) < 5, "said at once, not after the 60 s wait"
+    # Said at once, not after the 60 s wait (bounded generously for a busy machine).
+    assert max(r.seconds for r in results) < 30, "said at once, not after the 60 s wait"
     started = time.monotonic()
     assert provider.new_resource() == old
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30
     assert workload.receive() == [], "no request the rotator would skip"
     # The rotator agrees: a forced run now is skipped...
     assert stack.invoke("rotator", {"force": True})["outcome"] == "skipped"
