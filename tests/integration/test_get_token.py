@@ -480,3 +480,187 @@ def test_help_and_usage_errors_import_no_http_library() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
     )
     assert result.stdout.strip() == "[0, 2, 2] []"
+
+
+# --- issue 18: an empty CMS_REFRESH_TOKEN, retries, named connection failures, the countdown --
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\n"])
+def test_an_empty_refresh_token_variable_is_a_usage_error(emu: Emulator, value: str) -> None:
+    env = environment(SERVICE_BASE_URL=emu.base_url, CMS_REFRESH_TOKEN=value)
+    outcome = run([], env=env)
+    assert outcome.returncode == 2
+    assert outcome.stdout == ""
+    assert "usage: get-token" in outcome.stderr
+    assert "CMS_REFRESH_TOKEN" in outcome.stderr
+    assert sum(emu.counts.values()) == 0  # no device flow started either
+
+
+def refreshes(emu: Emulator) -> list[int | None]:
+    return [record.status for record in emu.requests if record.endpoint == "refresh"]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "fault", "params"),
+    [
+        ("refresh", "rate_limit", {"retry_after": 1}),
+        ("refresh", "rate_limit", {"reset_in": 1}),
+        ("refresh", "status", {"status": 503}),
+        ("provider", "status", {"status": 503}),
+        ("provider", "rate_limit", {"retry_after": 1}),
+    ],
+)
+def test_a_refresh_waits_out_429_and_503(
+    emu: Emulator, endpoint: str, fault: str, params: dict[str, Any]
+) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject(endpoint, fault, **params)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert emu.counts[endpoint] == 2
+    assert refreshes(emu)[-1] == 200
+    assert not emu.family_revoked(document["refresh_token"])  # no reuse
+    assert "trying again" in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_a_refresh_is_not_sent_again_once_its_outcome_is_unknown(emu: Emulator) -> None:
+    """429 says the provider did not act: sent again. A gateway's 502 leaves the outcome
+    unknown: not sent again."""
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "rate_limit", retry_after=1)
+    emu.inject("refresh", "status", status=502)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert refreshes(emu) == [429, 502]
+    assert "may have acted" in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_a_long_retry_hint_is_not_waited_for(emu: Emulator) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "rate_limit", retry_after=600)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 1
+    assert refreshes(emu) == [429]
+    assert emu.refresh_token_valid(old)  # refused, not spent: the same token works later
+    assert "429" in outcome.stderr
+
+
+def test_a_device_flow_waits_out_a_503_on_the_device_code(emu: Emulator) -> None:
+    emu.inject("device_code", "status", status=503)
+    emu.inject("exchange", "rate_limit", retry_after=1)
+    outcome = interactive(emu, [], act=emu.approve)
+    assert outcome.returncode == 0, outcome.stderr
+    assert emu.service_token_valid(outcome.json()["access_token"])
+    assert (emu.counts["device_code"], emu.counts["exchange"]) == (2, 2)
+    outcome.assert_no_secret_on_stderr()
+
+
+def test_https_to_a_plain_http_server_is_named_a_tls_failure(emu: Emulator) -> None:
+    port = emu.base_url.rsplit(":", 1)[1]
+    outcome = run(["--base-url", f"https://127.0.0.1:{port}", "-r", "-"], stdin="v1.some-token")
+    assert outcome.returncode == 1
+    assert "TLS handshake" in outcome.stderr
+    assert "does not speak TLS" in outcome.stderr
+    assert "dropped" not in outcome.stderr
+    assert emu.counts["refresh"] == 0
+
+
+def test_an_unresolvable_name_is_named() -> None:
+    outcome = run(["--base-url", "https://nonexistent.invalid", "-r", "-"], stdin="v1.x-token")
+    assert outcome.returncode == 1
+    assert "name not resolved" in outcome.stderr
+    assert "https://nonexistent.invalid" in outcome.stderr
+
+
+def test_a_closed_port_is_named_a_refused_connection() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    outcome = run(["--base-url", f"http://127.0.0.1:{port}", "-r", "-"], stdin="v1.x-token")
+    assert outcome.returncode == 1
+    assert "connection refused" in outcome.stderr
+
+
+def test_a_countdown_on_a_terminal(emu: Emulator) -> None:
+    """Standard error on a pseudo-terminal: after y, a live 'mm:ss left' line until the
+    approval; standard output still holds only the result."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [*COMMAND, "--base-url", emu.base_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+        env=environment(),
+    )
+    os.close(follower)
+    shown: list[str] = []
+    arrived = threading.Condition()
+
+    def pump() -> None:
+        while True:
+            try:
+                data = os.read(leader, 4096)
+            except OSError:
+                data = b""
+            with arrived:
+                shown.append(data.decode(errors="replace") if data else "\0")
+                arrived.notify_all()
+            if not data:
+                return
+
+    def wait_for(pattern: re.Pattern[str]) -> re.Match[str]:
+        """The first match of ``pattern`` in what the terminal showed (waited for)."""
+        with arrived:
+            arrived.wait_for(
+                lambda: pattern.search("".join(shown)) is not None or "\0" in shown,
+                timeout=TIMEOUT,
+            )
+            found = pattern.search("".join(shown))
+        assert found is not None, "".join(shown)
+        return found
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        user_code = wait_for(USER_CODE).group(0)
+        assert process.stdin is not None
+        process.stdin.write("y\n")
+        process.stdin.flush()
+        wait_for(re.compile(r"waiting for approval: \d\d:\d\d left"))
+        emu.approve(user_code)
+        stdout, _ = process.communicate(timeout=TIMEOUT)
+    finally:
+        process.kill()
+        process.wait()
+        reader.join(timeout=5)
+        os.close(leader)
+    text = "".join(shown)
+    assert process.returncode == 0, text
+    document = json.loads(stdout)
+    assert emu.service_token_valid(document["access_token"])
+    assert "\r" in text
+    assert document["refresh_token"] not in text
+    assert not JWT.search(text)
+
+
+def test_no_countdown_when_standard_error_is_not_a_terminal(emu: Emulator) -> None:
+    outcome = interactive(emu, [], act=emu.approve)
+    assert outcome.returncode == 0, outcome.stderr
+    assert "left" not in outcome.stderr
+    assert "\r" not in outcome.stderr
+
+
+def test_help_documents_the_refresh_file_and_the_exit_codes() -> None:
+    outcome = run(["-h"])
+    assert outcome.returncode == 0
+    text = " ".join(outcome.stdout.split())
+    for words in ["--refresh-file PATH", "exit codes", "0 success", "2 usage error", "130"]:
+        assert words in text

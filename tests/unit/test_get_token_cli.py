@@ -6,14 +6,25 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cmstoken import get_token
-from cmstoken.errors import AccessDeniedError
+from cmstoken.errors import (
+    AccessDeniedError,
+    MalformedResponseError,
+    RateLimitedError,
+    TransientError,
+    UpstreamConnectionError,
+    UpstreamTimeoutError,
+)
 from cmstoken.get_token import AbortedError, Options, Result, parse_args, render, run
+from cmstoken.http import HttpResponse
 from cmstoken.models import RawTokens, ServiceToken
 from cmstoken.service import ServiceClient
 from support import (
@@ -42,6 +53,7 @@ def options(**changes: object) -> Options:
         "free_trial": False,
         "output_format": "json",
         "refresh_token": None,
+        "refresh_file": None,
     }
     values.update(changes)
     return Options(**values)  # type: ignore[arg-type]
@@ -548,3 +560,228 @@ def test_argparse_s_own_error_text_is_rebuilt_too(
         get_token.build_parser().error(text)
     assert raised.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"get-token: error: {message}"
+
+
+# -- issue 18: --refresh-file with -r, an empty CMS_REFRESH_TOKEN, retries, the countdown --------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-r", "v1.secret-abc", "--refresh-file", "token.txt"],
+        ["--refresh-file=token.txt", "--refresh=v1.secret-abc"],
+    ],
+)
+def test_r_and_refresh_file_exclude_each_other(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error(argv, capsys)
+    last = err.splitlines()[-1]
+    assert re.fullmatch(
+        r"get-token: error: argument (-r/--refresh|--refresh-file): not allowed with "
+        r"argument (-r/--refresh|--refresh-file)",
+        last,
+    )
+    assert "-r/--refresh" in last
+    assert "--refresh-file:" in last or last.endswith("--refresh-file")
+    assert "secret-abc" not in err
+
+
+def test_the_refresh_file_is_parsed() -> None:
+    parsed = parse_args(["--refresh-file", "token.txt"], {"SERVICE_BASE_URL": BASE_URL})
+    assert parsed == options(refresh_file="token.txt")
+
+
+@pytest.mark.parametrize("path", ["", "-"])
+def test_a_refresh_file_needs_a_path(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(["--refresh-file", path], capsys)
+    assert "--refresh-file" in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t\n"])
+def test_an_empty_refresh_token_variable_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error([], capsys, {"SERVICE_BASE_URL": BASE_URL, "CMS_REFRESH_TOKEN": value})
+    assert "CMS_REFRESH_TOKEN" in err.splitlines()[-1]
+    # Not in the way when the token comes from elsewhere.
+    parsed = parse_args(
+        ["-r", "v1.given"], {"SERVICE_BASE_URL": BASE_URL, "CMS_REFRESH_TOKEN": value}
+    )
+    assert parsed.refresh_token == "v1.given"
+
+
+def refresh_run(script: list[Answer]) -> tuple[int, ScriptedTransport, FakeClock, str]:
+    client, transport, clock = service([])
+    transport.script = script
+    stderr = io.StringIO()
+    code = run(
+        options(refresh_token="v1.old-refresh-token"),
+        client,
+        stdin=None,
+        stdout=io.StringIO(),
+        stderr=stderr,
+    )
+    return code, transport, clock, stderr.getvalue()
+
+
+def rate_limited(seconds: int = 1) -> HttpResponse:
+    body = {"error": "too_many_requests", "error_description": "Global limit has been reached"}
+    return response(429, body, headers={"Retry-After": str(seconds)})
+
+
+def test_a_rate_limited_refresh_is_sent_again_after_the_hint() -> None:
+    clock = FakeClock()
+    code, transport, clock, err = refresh_run(
+        [
+            response(503, {"error": {"status": 503, "message": "Service Unavailable"}}),
+            response(200, PROVIDER_DOCUMENT),
+            rate_limited(1),
+            response(200, TOKENS_DOCUMENT),
+            response(200, service_token_document(clock, lifetime=10**10)),
+        ]
+    )
+    assert code == 0
+    assert [sent.endpoint for sent in transport.sent] == [
+        "provider",
+        "provider",
+        "refresh",
+        "refresh",
+        "exchange",
+    ]
+    assert clock.sleeps[1] == 1.0
+    assert "trying again in 1 s" in err
+    assert "v1.old-refresh-token" not in err
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        response(502, {"error": "bad_gateway"}),
+        response(504, {"error": "gateway_timeout"}),
+        UpstreamTimeoutError("refresh: no answer", endpoint="refresh", outcome_unknown=True),
+        UpstreamConnectionError("refresh: dropped", endpoint="refresh", outcome_unknown=True),
+        MalformedResponseError("refresh: garbled", endpoint="refresh", status=200),
+    ],
+    ids=["502", "504", "timeout", "dropped", "2xx-garbled"],
+)
+def test_a_refresh_that_may_have_been_acted_on_is_never_sent_again(failure: Answer) -> None:
+    client, transport, _ = service([response(200, PROVIDER_DOCUMENT), failure])
+    with pytest.raises(TransientError):
+        run(
+            options(refresh_token="v1.old-refresh-token"),
+            client,
+            stdin=None,
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert [sent.endpoint for sent in transport.sent] == ["provider", "refresh"]
+
+
+def test_a_connection_that_cannot_be_made_fails_at_once() -> None:
+    refused = UpstreamConnectionError("provider: cannot reach", endpoint="provider")
+    client, transport, clock = service([refused])
+    with pytest.raises(UpstreamConnectionError):
+        run(
+            options(refresh_token="v1.old-refresh-token"),
+            client,
+            stdin=None,
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert len(transport.sent) == 1
+    assert clock.sleeps == []
+
+
+def test_retries_wait_at_most_the_budget_in_all() -> None:
+    client, transport, clock = service([])
+    transport.script = [rate_limited(20) for _ in range(20)]
+    with pytest.raises(RateLimitedError):
+        run(
+            options(refresh_token="v1.old-refresh-token"),
+            client,
+            stdin=None,
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert sum(clock.sleeps) <= get_token.RETRY_BUDGET_SECONDS
+    assert clock.sleeps  # it did wait, within the budget
+    assert len(transport.sent) == len(clock.sleeps) + 1
+
+
+def test_a_hint_longer_than_the_policy_allows_is_not_waited_for() -> None:
+    code_hint = int(get_token.RETRIES.max_retry_after) + 1
+    client, transport, clock = service([response(200, PROVIDER_DOCUMENT), rate_limited(code_hint)])
+    with pytest.raises(RateLimitedError):
+        run(
+            options(refresh_token="v1.old-refresh-token"),
+            client,
+            stdin=None,
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert clock.sleeps == []
+    assert len(transport.sent) == 2
+
+
+def test_the_device_code_is_requested_again_after_a_503() -> None:
+    client, transport, clock = service([])
+    unavailable = {"error": "temporarily_unavailable", "error_description": "busy"}
+    script = device_script(clock)
+    script[1:1] = [response(503, unavailable), response(200, PROVIDER_DOCUMENT)]
+    transport.script = script
+    code = run(
+        options(), client, stdin=io.StringIO("y\n"), stdout=io.StringIO(), stderr=io.StringIO()
+    )
+    assert code == 0
+    # The device authorization starts again: provider information, then a new device code.
+    assert [sent.endpoint for sent in transport.sent][:4] == [
+        "provider",
+        "device_code",
+        "provider",
+        "device_code",
+    ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_countdown_is_live_on_a_terminal_only() -> None:
+    clock = FakeClock()
+    terminal = Terminal()
+    with get_token.Countdown(terminal, clock.now() + 125, clock.now):
+        pass
+    shown = terminal.getvalue()
+    assert shown.startswith("\rwaiting for approval: 02:05 left")
+    assert shown.endswith("\n")
+    pipe = io.StringIO()
+    with get_token.Countdown(pipe, clock.now() + 125, clock.now):
+        pass
+    assert pipe.getvalue() == ""
+
+
+def test_the_device_flow_shows_the_countdown_on_a_terminal() -> None:
+    client, transport, clock = service([])
+    transport.script = device_script(clock)
+    terminal = Terminal()
+    code = run(options(), client, stdin=io.StringIO("y\n"), stdout=io.StringIO(), stderr=terminal)
+    assert code == 0
+    assert "\rwaiting for approval: 15:00 left" in terminal.getvalue()
+
+
+def test_a_file_of_another_user_in_a_sticky_directory_is_refused_before_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like /tmp: the rename over the file would be refused at the end, once the token is
+    spent; it is found out before anything is sent."""
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    path = directory / "refresh-token.txt"
+    path.write_text("v1.some-refresh-token\n")
+    directory.chmod(0o1777)
+    monkeypatch.setattr(os, "geteuid", lambda: path.stat().st_uid + 4242)
+    with pytest.raises(get_token.RefreshFileError, match="belongs to another user"):
+        get_token.RefreshFile.open(str(path), stderr=io.StringIO())
+    assert sorted(os.listdir(directory)) == ["refresh-token.txt"]

@@ -11,23 +11,30 @@ Only the upstream clients are imported: no boto3, no Powertools, so the command 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import re
+import stat
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from . import __version__
 from .clock import Clock, SystemClock, to_iso
-from .device_flow import start_device_authorization
+from .device_flow import StartedAuthorization, start_device_authorization
 from .errors import (
     CmsTokenError,
     ConfigurationError,
     MalformedResponseError,
+    RateLimitedError,
+    ServerError,
     TransientError,
     UpstreamError,
+    may_send_again,
 )
 from .http import validate_url
 from .identity import IdentityClient
@@ -50,26 +57,56 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-# The exchange is the one step worth retrying here: the raw token is already spent on it.
-EXCHANGE_RETRIES = RetryPolicy(attempts=3, base_delay=1.0, max_delay=4.0, max_retry_after=30.0)
+REFRESH_FILE_OPTION = "--refresh-file"
+MAX_REFRESH_FILE_BYTES = 64 * 1024
+REFRESH_FILE_MODE = 0o600
+
+# Upstream steps refused for a while (429, 503...) are sent again under this policy, with at
+# most RETRY_BUDGET_SECONDS of waiting over the whole run; a wait hint longer than
+# max_retry_after, or than what is left of the budget, is not waited for. Only a request that
+# provably was not acted on is sent again (errors.may_send_again), except the exchange, which
+# spends nothing the next attempt needs.
+RETRIES = RetryPolicy(attempts=5, base_delay=1.0, max_delay=8.0, max_retry_after=30.0)
+RETRY_BUDGET_SECONDS = 45.0
+# The countdown while the approval is awaited, on a terminal.
+COUNTDOWN_TICK_SECONDS = 1.0
 
 DESCRIPTION = """\
-Get a Cluster Management Service token. Without --refresh: log in with the device
-authorization flow (open the printed address, approve the login, then press y). With
---refresh: renew from a refresh token. Either way the raw access token is then exchanged
-for the service token, which is printed with the new refresh token.
+Get a Cluster Management Service token. Without --refresh or --refresh-file: log in with
+the device authorization flow (open the printed address, approve the login, then press y).
+With --refresh: renew from a refresh token; with --refresh-file: renew the refresh token
+kept in a file, in place. Either way the raw access token is then exchanged for the service
+token, which is printed with the new refresh token.
 """
 
 EPILOG = f"""\
 environment:
   {ENV_BASE_URL}    the service's address ({{base_url}}), used when --base-url is not
                       given; https, or http on 127.0.0.1, ::1 or localhost
-  {ENV_REFRESH_TOKEN}   a refresh token to renew from when -r is not given (kept out of
-                      the process list and shell history, unlike -r TOKEN)
+  {ENV_REFRESH_TOKEN}   a refresh token to renew from when neither -r nor --refresh-file
+                      is given (kept out of the process list and shell history, unlike
+                      -r TOKEN); set but empty is a usage error
 
 renewing without exposing the refresh token:
+  get-token --refresh-file refresh-token.txt   (the file is renewed in place: run it again
+                                                 next time, as is)
   get-token -r - < file        or   printf %s "$token" | get-token -r -
   {ENV_REFRESH_TOKEN}=... get-token   (-r TOKEN works too, but shows in ps and history)
+  With -r and {ENV_REFRESH_TOKEN} the token given is void afterwards: keep the new one.
+
+--refresh-file PATH:
+  PATH holds the refresh token on one line. Before anything is sent, get-token checks that
+  the file can be replaced: it creates a temporary file beside it (so the directory must be
+  writable); if it cannot, it exits 2 and the token is not spent. Once the identity
+  provider has answered, the new refresh token is written back atomically (the temporary
+  file is written and flushed to disk, renamed over PATH, the directory flushed; mode 0600)
+  before anything is printed, so the next run uses it. Runs on files in one directory take
+  turns, so that two at once never present the same token.
+  A symlink is followed: the file it points to is replaced and the link kept. Replacing the
+  link with a file would leave its target holding the spent token, and whatever reads the
+  target next would present it again: a reuse, which revokes every token of the login.
+  If the write fails after the answer, the new refresh token is printed on standard error
+  (it is then its only copy: save it) and the exit code is 1.
 
 output (standard output only; everything else goes to standard error):
   json    one JSON object: {{"access_token": <service token>, "refresh_token": <new refresh
@@ -79,10 +116,21 @@ output (standard output only; everything else goes to standard error):
   If the exchange fails after new tokens were issued, only the new refresh token (and scope)
   is printed, so that it is not lost, and the exit code is 1.
 
+waits and retries:
+  Calls refused for a while (HTTP 429, honouring Retry-After or X-RateLimit-Reset, and 503
+  or 500) are sent again, waiting at most {RETRY_BUDGET_SECONDS:.0f} s in all; a longer wait hint
+  is not waited for, and a connection that cannot be made fails at once, naming why. A
+  refresh is never sent again once the provider may have acted on it (no answer in time, a
+  dropped connection, a gateway's 502 or 504, any 2xx answer). While the approval is
+  awaited, a countdown shows on standard error when it is a terminal.
+
 exit codes:
   0    success
-  1    upstream or authorization failure (denied, expired, unreachable, refused, aborted)
-  2    usage error (bad option or value, missing or invalid base URL)
+  1    upstream or authorization failure (denied, expired, unreachable, refused, aborted),
+       or the new refresh token could not be saved to the --refresh-file (see above)
+  2    usage error (bad option or value, missing or invalid base URL, an empty
+       {ENV_REFRESH_TOKEN}, a --refresh-file that is missing, empty or cannot be
+       replaced); no token was sent
   130  interrupted (Ctrl-C)
 """
 
@@ -95,6 +143,7 @@ class Options:
     free_trial: bool
     output_format: str
     refresh_token: str | None = field(default=None, repr=False)
+    refresh_file: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -150,6 +199,9 @@ class _Parser(argparse.ArgumentParser):
             return f"argument {name}: invalid choice ({_expects(action)})"
         if action.nargs == 0 and problem.startswith("ignored explicit argument"):
             return f"argument {name}: takes no value"
+        conflict = re.fullmatch(r"not allowed with argument (\S+)", problem)
+        if conflict and self._action_named(conflict[1]) is not None:
+            return f"argument {name}: not allowed with argument {conflict[1]}"
         if _COUNT_EXPECTED.fullmatch(problem):
             return f"argument {name}: {problem}"
         return f"argument {name}: invalid value ({_expects(action)})"
@@ -233,7 +285,8 @@ def build_parser() -> _Parser:
         dest="output_format",
         help="output format (default: json)",
     )
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "-r",
         "--refresh",
         metavar="TOKEN",
@@ -243,6 +296,15 @@ def build_parser() -> _Parser:
             f"standard input (preferred: a TOKEN argument shows in ps and shell history); "
             f"default: ${ENV_REFRESH_TOKEN} when set. The token given is void afterwards: keep "
             "the new refresh_token of the output (use the same -ft as when it was obtained)"
+        ),
+    )
+    source.add_argument(
+        REFRESH_FILE_OPTION,
+        metavar="PATH",
+        dest="refresh_file",
+        help=(
+            "renew the refresh token kept in the file PATH, in place: the new one is written "
+            "back atomically before anything is printed (see --refresh-file PATH below)"
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -272,13 +334,24 @@ def parse_args(
         base_url = validate_url(base_url, what="service base URL")
     except ConfigurationError as exc:
         parser.refuse(str(exc))  # validate_url's words never repeat any part of the URL
+    refresh_file = args.refresh_file
+    if refresh_file is not None and refresh_file.strip() in ("", FROM_STDIN):
+        parser.refuse(
+            f"argument {REFRESH_FILE_OPTION}: expects the path of a file holding the refresh "
+            f"token (to read the token from standard input, use -r {FROM_STDIN})"
+        )
     refresh_token = args.refresh_token
     if refresh_token == FROM_STDIN:
         refresh_token = _read_secret(sys.stdin if stdin is None else stdin)
         if not refresh_token:
             parser.refuse("argument -r/--refresh: no refresh token on standard input")
-    elif refresh_token is None:
-        refresh_token = environ.get(ENV_REFRESH_TOKEN, "").strip() or None
+    elif refresh_token is None and refresh_file is None and ENV_REFRESH_TOKEN in environ:
+        refresh_token = environ[ENV_REFRESH_TOKEN].strip()
+        if not refresh_token:
+            parser.refuse(
+                f"{ENV_REFRESH_TOKEN} is set but empty: set it to the refresh token, or unset "
+                "it to log in with the device flow"
+            )
     if refresh_token is not None and not refresh_token.strip():
         parser.refuse("argument -r/--refresh: the refresh token is empty")
     return Options(
@@ -286,7 +359,302 @@ def parse_args(
         free_trial=args.free_trial,
         output_format=args.output_format,
         refresh_token=refresh_token,
+        refresh_file=refresh_file,
     )
+
+
+class RefreshFileError(Exception):
+    """A ``--refresh-file`` that cannot be used, or a token that cannot be kept in one. The
+    message names neither the path nor anything the file holds."""
+
+
+@dataclass
+class RefreshFile:
+    """The refresh token kept in a file, renewed in place (``--refresh-file``).
+
+    ``open`` follows a symlink to the file it points to (that file is replaced, the link is
+    kept), takes the directory's lock (runs on files of one directory take turns, so that two
+    never present the same token), reads the token, then creates the temporary file that
+    ``save`` writes and renames over the file: a place where that file cannot be created fails
+    before anything is sent. ``close`` removes the temporary file if unused and releases the
+    lock.
+    """
+
+    path: str = field(repr=False)
+    token: str = field(default="", repr=False)
+    _temp: tuple[int, str] | None = field(default=None, repr=False)
+    _directory_fd: int | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, given: str, *, stderr: TextIO) -> RefreshFile:
+        """The file named ``given``, locked and checked; raises ``RefreshFileError``."""
+        import tempfile
+
+        target = os.path.realpath(given)
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            link = " (it is a symlink to a missing file)" if os.path.islink(given) else ""
+            raise RefreshFileError(f"the file does not exist{link}") from None
+        except OSError as exc:
+            raise RefreshFileError(f"cannot read the file ({_reason(exc)})") from None
+        if not stat.S_ISREG(mode):
+            raise RefreshFileError("not a regular file")
+        directory = os.path.dirname(target)
+        if _owned_by_another_in_a_sticky_directory(target, directory):
+            raise RefreshFileError(
+                "the file cannot be replaced: it belongs to another user, in a directory "
+                "where only a file's owner may replace it (like /tmp)"
+            )
+        store = cls(path=target)
+        try:
+            store._directory_fd = _lock_directory(directory, stderr)
+            store.token = _read_token(target)
+            try:
+                store._temp = tempfile.mkstemp(
+                    dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp"
+                )
+            except OSError as exc:
+                raise RefreshFileError(
+                    "the file cannot be replaced: no file can be created in its directory "
+                    f"({_reason(exc)})"
+                ) from None
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def save(self, token: str) -> None:
+        """Replace the file's token with ``token``: written to the temporary file, flushed to
+        disk, renamed over the file (mode 0600), then the directory flushed; the lock is then
+        released. Raises ``OSError`` or ``RefreshFileError``, the file then unchanged."""
+        if self._temp is None:
+            raise RefreshFileError("the refresh file was already written")
+        (descriptor, temporary), self._temp = self._temp, None
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+                if not _is_token_text(token):
+                    raise RefreshFileError(
+                        "the new refresh token is not one line of printable text"
+                    )
+                if hasattr(os, "fchmod"):
+                    os.fchmod(out.fileno(), REFRESH_FILE_MODE)
+                out.write(token + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        if self._directory_fd is not None:
+            # The rename is done and seen by every reader; a file system that cannot flush a
+            # directory (some cannot) does not make it a failure.
+            with contextlib.suppress(OSError):
+                os.fsync(self._directory_fd)
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary file if it was not used, and release the lock."""
+        if self._temp is not None:
+            (descriptor, temporary), self._temp = self._temp, None
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        if self._directory_fd is not None:
+            descriptor, self._directory_fd = self._directory_fd, None
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
+
+def _owned_by_another_in_a_sticky_directory(path: str, directory: str) -> bool:
+    """True when a rename over ``path`` would be refused by the directory's sticky bit."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
+        return False
+    try:
+        folder, owner = os.stat(directory), os.stat(path).st_uid
+    except OSError:
+        return False  # the checks that follow say what is wrong
+    me = os.geteuid()
+    return bool(folder.st_mode & stat.S_ISVTX) and me not in (owner, folder.st_uid)
+
+
+def _lock_directory(directory: str, stderr: TextIO) -> int | None:
+    """An open descriptor of ``directory`` holding its exclusive lock (waited for, saying so),
+    or None where directories cannot be opened (not POSIX). A file system without locks is
+    used unlocked."""
+    if os.name != "posix":
+        return None
+    import fcntl
+
+    try:
+        descriptor = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise RefreshFileError(f"cannot open its directory ({_reason(exc)})") from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(
+                stderr,
+                f"{PROG}: another {PROG} is renewing a refresh file in that directory; "
+                "waiting for it to finish...",
+            )
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except OSError:
+            pass
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, "rb") as source:
+            data = source.read(MAX_REFRESH_FILE_BYTES + 1)
+    except OSError as exc:
+        raise RefreshFileError(f"cannot read the file ({_reason(exc)})") from None
+    if len(data) > MAX_REFRESH_FILE_BYTES:
+        raise RefreshFileError("the file is too large to hold a refresh token")
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise RefreshFileError("the file is not text") from None
+    if not token:
+        raise RefreshFileError("the file is empty")
+    if not _is_token_text(token):
+        raise RefreshFileError("the file must hold only the refresh token, on one line")
+    return token
+
+
+def _is_token_text(token: str) -> bool:
+    return bool(token) and not any(char.isspace() or not char.isprintable() for char in token)
+
+
+def _reason(error: BaseException) -> str:
+    """An error's reason without the file name an ``OSError`` carries."""
+    if isinstance(error, OSError) and error.strerror:
+        return str(error.strerror)
+    return str(error) if isinstance(error, RefreshFileError) else type(error).__name__
+
+
+class _Retries:
+    """``call_with_retries`` for the upstream steps of one run, under ``RETRIES``, with at
+    most ``budget`` seconds of waiting in all; each wait is announced on ``stderr``."""
+
+    def __init__(
+        self, clock: Clock, stderr: TextIO | None, budget: float = RETRY_BUDGET_SECONDS
+    ) -> None:
+        self.clock = clock
+        self.stderr = stderr
+        self.left = budget
+
+    def call[T](
+        self,
+        operation: Callable[[], T],
+        *,
+        description: str,
+        retryable: Callable[[BaseException], bool],
+    ) -> T:
+        """``operation``, its ``TransientError``s approved by ``retryable`` sent again."""
+        failures: list[BaseException] = []
+
+        def attempt() -> T:
+            try:
+                return operation()
+            except TransientError as exc:
+                failures.append(exc)
+                raise
+
+        return call_with_retries(
+            attempt,
+            retry_on=(TransientError,),
+            policy=RETRIES,
+            clock=_AnnouncedWaits(self, failures),
+            deadline=self.clock.now() + self.left,
+            description=description,
+            retryable=retryable,
+        )
+
+
+class _AnnouncedWaits:
+    """The run's clock, whose waits are announced and taken from the retry budget."""
+
+    def __init__(self, retries: _Retries, failures: list[BaseException]) -> None:
+        self.retries = retries
+        self.failures = failures
+
+    def now(self) -> float:
+        return self.retries.clock.now()
+
+    def sleep(self, seconds: float) -> None:
+        if self.retries.stderr is not None and self.failures:
+            _say(
+                self.retries.stderr,
+                f"{PROG}: {printable(str(self.failures[-1]))}; trying again in {seconds:.3g} s",
+            )
+        self.retries.left -= max(0.0, seconds)
+        self.retries.clock.sleep(seconds)
+
+
+def _refused_for_now(error: BaseException) -> bool:
+    """Whether a request to the service or the provider is sent again after ``error``: only
+    when the upstream answered that it did not act and may later (429, or a 5xx other than a
+    gateway's: ``may_send_again``). A connection that could not be made (a wrong address, more
+    likely than not) fails at once, and an answer that may have been acted on (a timeout, a
+    dropped connection, a 502 or 504, a garbled or any 2xx answer) is never sent again."""
+    return isinstance(error, RateLimitedError | ServerError) and may_send_again(error)
+
+
+def _sendable_again(_: BaseException) -> bool:
+    """The exchange: the raw access token it sends stays valid for another attempt."""
+    return True
+
+
+class Countdown:
+    """While the approval is awaited: on a terminal, a live ``waiting for approval: mm:ss
+    left`` line, rewritten every second; elsewhere (a pipe, a log) nothing at all."""
+
+    def __init__(self, out: TextIO, expires_at: float, now: Callable[[], float]) -> None:
+        self.out = out
+        self.expires_at = expires_at
+        self.now = now
+        self.live = _is_terminal(out)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _show(self) -> bool:
+        left = max(0, int(self.expires_at - self.now()))
+        try:
+            self.out.write(
+                f"\rwaiting for approval: {left // 60:02d}:{left % 60:02d} left "
+                "(Ctrl-C to give up) "
+            )
+            self.out.flush()
+        except (OSError, ValueError):  # the terminal went away: stop showing
+            return False
+        return True
+
+    def _tick(self) -> None:
+        while not self._stop.wait(COUNTDOWN_TICK_SECONDS) and self._show():
+            pass
+
+    def __enter__(self) -> Countdown:
+        if self.live and self._show():
+            self._thread = threading.Thread(target=self._tick, name="countdown", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            with contextlib.suppress(OSError, ValueError):
+                self.out.write("\n")  # whatever is printed next starts on a line of its own
+                self.out.flush()
 
 
 def _read_secret(stdin: TextIO) -> str:
@@ -299,11 +667,22 @@ def _read_secret(stdin: TextIO) -> str:
 
 
 def run_device_flow(
-    service: ServiceClient, *, free_trial: bool, stdin: TextIO | None, stderr: TextIO
+    service: ServiceClient,
+    *,
+    free_trial: bool,
+    stdin: TextIO | None,
+    stderr: TextIO,
+    retries: _Retries | None = None,
 ) -> Result:
     """Provider information and a device code, the address on stderr, the (y/N) confirmation,
-    then RFC 8628 polling until the tokens arrive (or a terminal error)."""
-    started = start_device_authorization(service, free_trial=free_trial)
+    then RFC 8628 polling until the tokens arrive (or a terminal error), with a countdown on
+    stderr when it is a terminal."""
+    retries = retries or _Retries(service.clock, stderr)
+    started: StartedAuthorization = retries.call(
+        lambda: start_device_authorization(service, free_trial=free_trial),
+        description="device authorization",
+        retryable=_refused_for_now,
+    )
     authorization = started.authorization
     account = " (free-trial account)" if free_trial else ""
     # Checked when parsed; made harmless here all the same, as everything the provider says.
@@ -324,7 +703,8 @@ def run_device_flow(
     if answer.strip().lower() not in YES:
         raise AbortedError("aborted")
     _say(stderr, "Waiting for the authorization...")
-    tokens = started.poller().run()
+    with Countdown(stderr, authorization.expires_at, service.clock.now):
+        tokens = started.poller().run()
     if tokens is None:  # only with a stop_at, which is not given
         raise AbortedError("polling stopped before the authorization finished")
     _say(stderr, "Authorized.")
@@ -332,27 +712,35 @@ def run_device_flow(
 
 
 def run_refresh(
-    service: ServiceClient, refresh_token: str, *, free_trial: bool, stderr: TextIO
+    service: ServiceClient,
+    refresh_token: str,
+    *,
+    free_trial: bool,
+    stderr: TextIO,
+    retries: _Retries | None = None,
 ) -> Result:
-    """Provider information, then a refresh with the provider's (free-trial) client id."""
-    provider = service.provider_info()
+    """Provider information, then a refresh with the provider's (free-trial) client id. Either
+    is sent again only when it provably was not acted on (``may_send_again``)."""
+    retries = retries or _Retries(service.clock, stderr)
+    provider = retries.call(
+        service.provider_info, description="provider", retryable=_refused_for_now
+    )
     identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
     _say(stderr, "Refreshing...")
     try:
-        answer = identity.refresh(
-            client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
+        answer = retries.call(
+            lambda: identity.refresh(
+                client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
+            ),
+            description="refresh",
+            retryable=_refused_for_now,
         )
     except TransientError as exc:
-        if exc.outcome_unknown:
+        if not may_send_again(exc):
             _say(
                 stderr, "The identity provider may have acted: the refresh token given may be void."
             )
         raise
-    _say(
-        stderr,
-        "The refresh token given is now void: keep the new refresh_token of this output "
-        "for the next run.",
-    )
     return _result(answer, provider.scope, stderr)
 
 
@@ -373,21 +761,21 @@ def _result(answer: TokenAnswer, default_scope: str, stderr: TextIO) -> Result:
     return Result(tokens=tokens, scope=tokens.scope or default_scope)
 
 
-def exchange(service: ServiceClient, result: Result) -> Result:
-    """The raw access token exchanged for the service token (transient failures retried)."""
+def exchange(service: ServiceClient, result: Result, retries: _Retries | None = None) -> Result:
+    """The raw access token exchanged for the service token (transient failures retried: the
+    raw token stays valid for the next attempt)."""
     tokens = result.tokens
     if not tokens.access_token:
         raise MalformedResponseError(
             "refresh: the answer holds no access token to exchange", endpoint="refresh", status=200
         )
-    service_token = call_with_retries(
+    retries = retries or _Retries(service.clock, None)
+    service_token = retries.call(
         lambda: service.exchange(
             tokens.access_token, fallback_expires_at=tokens.access_token_expires_at
         ),
-        retry_on=(TransientError,),
-        policy=EXCHANGE_RETRIES,
-        clock=service.clock,
         description="exchange",
+        retryable=_sendable_again,
     )
     return Result(tokens=tokens, scope=result.scope, service_token=service_token)
 
@@ -417,31 +805,73 @@ def run(
     stdin: TextIO | None,
     stdout: TextIO,
     stderr: TextIO,
+    refresh_file: RefreshFile | None = None,
 ) -> int:
-    """Obtain the tokens, exchange, print; returns the exit code. ``CmsTokenError`` and
-    ``KeyboardInterrupt`` before the tokens exist propagate to the caller."""
+    """Obtain the tokens, keep the new refresh token in ``refresh_file`` (when given), exchange,
+    print; returns the exit code. ``CmsTokenError`` and ``KeyboardInterrupt`` before the tokens
+    exist propagate to the caller."""
+    retries = _Retries(service.clock, stderr)
     if options.refresh_token is not None:
         result = run_refresh(
-            service, options.refresh_token, free_trial=options.free_trial, stderr=stderr
+            service,
+            options.refresh_token,
+            free_trial=options.free_trial,
+            stderr=stderr,
+            retries=retries,
         )
+        if refresh_file is not None:
+            try:
+                refresh_file.save(result.tokens.refresh_token)
+            except (OSError, RefreshFileError) as exc:
+                _say(stderr, _unsaved(exc, result.tokens.refresh_token))
+                return EXIT_FAILURE
+            _say(
+                stderr,
+                f"The refresh token in the file is spent; the file ({REFRESH_FILE_OPTION}) now "
+                "holds the new one, for the next run.",
+            )
+        else:
+            _say(
+                stderr,
+                "The refresh token given is now void: keep the new refresh_token of this "
+                "output for the next run.",
+            )
     else:
-        result = run_device_flow(service, free_trial=options.free_trial, stdin=stdin, stderr=stderr)
+        result = run_device_flow(
+            service, free_trial=options.free_trial, stdin=stdin, stderr=stderr, retries=retries
+        )
     try:
-        result = exchange(service, result)
+        result = exchange(service, result, retries)
     except (CmsTokenError, KeyboardInterrupt) as exc:
         # The refresh token just issued is the only way back in without a new login: keep it.
         stdout.write(render(result, options.output_format, now=service.clock.now()))
         stdout.flush()
         reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else printable(str(exc))
-        _say(
-            stderr,
-            f"{PROG}: {reason}\n{PROG}: the exchange failed; the new refresh token is on "
-            f"standard output: run {PROG} -r with it to try again",
+        again = (
+            f"it is kept in the refresh file: run {PROG} {REFRESH_FILE_OPTION} again to try again"
+            if refresh_file is not None
+            else f"the new refresh token is on standard output: run {PROG} -r with it to try again"
         )
+        _say(stderr, f"{PROG}: {reason}\n{PROG}: the exchange failed; {again}")
         return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else EXIT_FAILURE
     stdout.write(render(result, options.output_format, now=service.clock.now()))
     stdout.flush()
     return EXIT_OK
+
+
+def _unsaved(error: BaseException, token: str) -> str:
+    """The loud paragraph, and the token, when the new refresh token could not be written to
+    the refresh file: standard error is then where its only copy goes."""
+    shown = token if token.isprintable() else json.dumps(token)
+    return (
+        f"\n{PROG}: WARNING: THE NEW REFRESH TOKEN COULD NOT BE SAVED to the refresh file "
+        f"({REFRESH_FILE_OPTION}): {_reason(error)}. The identity provider has already "
+        "rotated it: the token still in the file is spent, and presenting it again would "
+        "revoke the new one too. The line below is the ONLY copy of the new refresh token: "
+        "save it now (for example in place of the file's content) and renew with it next "
+        f"time; without it you must log in again. Nothing was printed on standard output.\n\n"
+        f"{shown}\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,13 +879,41 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = parse_args(argv, os.environ, sys.stdin)
     except SystemExit as exc:  # argparse: -h (0) or a usage error (2)
-        if exc.code is None:
-            return EXIT_OK
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        return _exit_code(exc)
+    refresh_file: RefreshFile | None = None
+    try:
+        if options.refresh_file is not None:
+            try:
+                refresh_file = RefreshFile.open(options.refresh_file, stderr=sys.stderr)
+            except RefreshFileError as exc:
+                try:
+                    build_parser().refuse(
+                        f"argument {REFRESH_FILE_OPTION}: {exc}; nothing was sent"
+                    )
+                except SystemExit as usage:
+                    return _exit_code(usage)
+            options = dataclasses.replace(options, refresh_token=refresh_file.token)
+        return _run_command(options, refresh_file)
+    except KeyboardInterrupt:
+        _say(sys.stderr, f"\n{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    finally:
+        if refresh_file is not None:
+            refresh_file.close()
+
+
+def _run_command(options: Options, refresh_file: RefreshFile | None) -> int:
     clock: Clock = SystemClock()
     service = ServiceClient(options.base_url, clock=clock)
     try:
-        return run(options, service, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
+        return run(
+            options,
+            service,
+            stdin=sys.stdin,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+            refresh_file=refresh_file,
+        )
     except CmsTokenError as exc:
         _say(sys.stderr, f"{PROG}: {printable(str(exc))}")
         hint = _api_suffix_hint(options.base_url, exc)
@@ -463,11 +921,14 @@ def main(argv: list[str] | None = None) -> int:
             _say(sys.stderr, f"{PROG}: {hint}")
             return EXIT_USAGE
         return EXIT_FAILURE
-    except KeyboardInterrupt:
-        _say(sys.stderr, f"\n{PROG}: interrupted")
-        return EXIT_INTERRUPTED
     finally:
         service.transport.close()
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return EXIT_OK
+    return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
 def _api_suffix_hint(base_url: str, error: CmsTokenError) -> str | None:

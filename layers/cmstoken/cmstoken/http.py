@@ -37,6 +37,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     import requests
 
 logger = logging.getLogger(__name__)
@@ -287,7 +289,8 @@ class HttpTransport:
             )
         except requests.ConnectTimeout as exc:
             raise UpstreamConnectionError(
-                f"{endpoint}: could not connect to {_origin(url)} within {connect:.3g} s",
+                f"{endpoint}: timed out connecting to {_origin(url)} (no connection within "
+                f"{connect:.3g} s)",
                 endpoint=endpoint,
             ) from exc
         except requests.ReadTimeout as exc:
@@ -298,16 +301,10 @@ class HttpTransport:
                 outcome_unknown=True,
             ) from exc
         except requests.ConnectionError as exc:
-            refused = _is_connect_failure(exc)
             raise UpstreamConnectionError(
-                f"{endpoint}: "
-                + (
-                    f"cannot reach {_origin(url)}"
-                    if refused
-                    else f"connection to {_origin(url)} dropped before an answer arrived"
-                ),
+                f"{endpoint}: {_connection_failure(exc, _origin(url))}",
                 endpoint=endpoint,
-                outcome_unknown=not refused,
+                outcome_unknown=not _is_connect_failure(exc),
             ) from exc
         except requests.RequestException as exc:
             raise UpstreamConnectionError(
@@ -373,6 +370,23 @@ def _socket_of(raw: Any) -> socket.socket | None:
     return None
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every error under it: ``reason`` (urllib3), ``__cause__``, ``__context__``
+    and an error given as the first argument (``requests`` wraps urllib3's that way)."""
+    seen: set[int] = set()
+    found: list[BaseException] = []
+    pending: list[object] = [exc]
+    while pending:
+        error = pending.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        found.append(error)
+        pending.extend((getattr(error, "reason", None), error.__cause__, error.__context__))
+        pending.extend(error.args[:1])
+    return found
+
+
 def _is_connect_failure(exc: requests.ConnectionError) -> bool:
     """True when the request never reached the server (refused, unresolvable, connect timeout,
     a certificate refused in the TLS handshake), so it was certainly not acted on. Other TLS
@@ -387,15 +401,101 @@ def _is_connect_failure(exc: requests.ConnectionError) -> bool:
         ConnectTimeoutError,
         ssl.SSLCertVerificationError,
     )
-    seen: set[int] = set()
-    pending: list[object] = [exc]
-    while pending:
-        error = pending.pop()
-        if not isinstance(error, BaseException) or id(error) in seen:
-            continue
-        seen.add(id(error))
-        if isinstance(error, never_sent):
-            return True
-        pending.extend((getattr(error, "reason", None), error.__cause__, error.__context__))
-        pending.extend(error.args[:1])
-    return False
+    return any(isinstance(error, never_sent) for error in _causes(exc))
+
+
+def _connection_failure(exc: requests.ConnectionError, origin: str) -> str:
+    """What went wrong, in words: the name not resolved, the connection refused (or another
+    reason the system gave), the TLS handshake failed (and why), or the connection dropped
+    before an answer. Only ``origin`` and the system's and TLS library's own reason words are
+    quoted: nothing of the request."""
+    import ssl
+
+    from urllib3.exceptions import NameResolutionError, NewConnectionError
+
+    causes = _causes(exc)
+    if any(isinstance(error, NameResolutionError | socket.gaierror) for error in causes):
+        detail = next(
+            (error.strerror for error in causes if isinstance(error, socket.gaierror)), None
+        )
+        return f"cannot reach {origin}: name not resolved" + (f" ({detail})" if detail else "")
+    tls = next((error for error in causes if isinstance(error, ssl.SSLError)), None)
+    if tls is not None:
+        return _tls_failure(tls, origin)
+    if any(isinstance(error, ConnectionRefusedError) for error in causes):
+        return f"cannot reach {origin}: connection refused (is anything listening there?)"
+    if any(isinstance(error, NewConnectionError) for error in causes):
+        reason = next(
+            (e.strerror for e in causes if isinstance(e, OSError) and isinstance(e.strerror, str)),
+            None,
+        )
+        return f"cannot reach {origin}" + (f": {reason}" if reason else "")
+    return f"connection to {origin} dropped before an answer arrived" + _drop_reason(causes)
+
+
+def _drop_reason(causes: list[BaseException]) -> str:
+    from http.client import RemoteDisconnected
+
+    for error in causes:
+        if isinstance(error, RemoteDisconnected):
+            return " (the server closed it without answering)"
+        if isinstance(error, ConnectionResetError):
+            return " (reset by the server or the network)"
+        if isinstance(error, BrokenPipeError):
+            return " (closed by the server while the request was being sent)"
+    return ""
+
+
+# TLS library reasons, by what they mean for whoever reads the message.
+_NOT_TLS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "UNKNOWN_PROTOCOL",
+        "HTTP_REQUEST",
+        "PACKET_LENGTH_TOO_LONG",
+        "RECORD_LAYER_FAILURE",
+    }
+)
+_NO_COMMON_PROTOCOL = frozenset(
+    {
+        "TLSV1_ALERT_PROTOCOL_VERSION",
+        "UNSUPPORTED_PROTOCOL",
+        "NO_PROTOCOLS_AVAILABLE",
+        "TLSV1_ALERT_INSUFFICIENT_SECURITY",
+        "SSLV3_ALERT_HANDSHAKE_FAILURE",
+        "NO_SHARED_CIPHER",
+        "NO_CIPHERS_AVAILABLE",
+    }
+)
+_CLIENT_CERTIFICATE_WANTED = frozenset(
+    {"SSLV3_ALERT_BAD_CERTIFICATE", "TLSV13_ALERT_CERTIFICATE_REQUIRED", "CERTIFICATE_REQUIRED"}
+)
+
+
+def _tls_failure(error: ssl.SSLError, origin: str) -> str:
+    """A TLS error, named a handshake failure when it arose in the handshake (a refused
+    certificate, or raised by ``do_handshake``), with the class of its reason."""
+    import ssl
+    import traceback
+
+    reason = str(getattr(error, "reason", None) or "")
+    words = reason.replace("_", " ").lower() or type(error).__name__
+    if isinstance(error, ssl.SSLCertVerificationError):
+        why = f"certificate not trusted ({getattr(error, 'verify_message', None) or words})"
+    elif reason in _NOT_TLS:
+        why = f"the server does not speak TLS there ({words}): is it a plain http address?"
+    elif reason in _NO_COMMON_PROTOCOL:
+        why = f"no TLS version or cipher in common ({words})"
+    elif reason in _CLIENT_CERTIFICATE_WANTED:
+        why = f"the server asks for a client certificate ({words})"
+    elif isinstance(error, ssl.SSLEOFError) or "EOF" in reason:
+        why = f"the server closed the connection ({words})"
+    else:
+        why = words
+    in_handshake = isinstance(error, ssl.SSLCertVerificationError) or any(
+        frame.f_code.co_name == "do_handshake"
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+    )
+    if in_handshake:
+        return f"TLS handshake with {origin} failed: {why}"
+    return f"TLS failure on the connection to {origin}: {why}"
