@@ -88,7 +88,7 @@ explore: $(STAMP) ## Bounded exploration of the rotation's interleavings and fau
 verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q --timeout=900 $(EXPLORATION) tests/unit/test_simulation_reduction.py
 
-demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1 to approve in a browser)
+demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
 	$(BIN)/python scripts/demo.py
 
 bench: $(STAMP) ## Benchmark: cold starts vs a boto3 floor, get-token vs the vendor's script, calls per run, layer size

@@ -7,6 +7,12 @@ through the emulator's activation pages and says so, or with INTERACTIVE=1 waits
 the page), a rotator run (skipped: the token is fresh), the clock moved 19 hours, a rotator run
 (rotated), and a project listing through the consumer helper. It prints a summary of metadata only,
 never a secret, and stops its servers on exit and on Ctrl-C.
+
+With KEEP=1 the stack stays up afterwards for `cmstoken-admin` (until Ctrl-C): moto also holds
+what the command reads of a deployed stack (its outputs, alarms and schedule), a local Lambda
+endpoint runs the functions, the rotator runs on its schedule, and the environment that points
+the command at it is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The
+clock is not moved then, so that the stack's times are real ones.
 """
 
 from __future__ import annotations
@@ -14,22 +20,32 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import requests
 from local_stack import (
     BOOTSTRAP,
+    INTERVAL_MINUTES,
     REFRESH_SECRET,
+    REGION,
+    ROOT,
     ROTATOR,
     SERVICE_SECRET,
+    STACK,
     ApprovingInvoker,
     EmulatorTime,
+    LambdaEndpoint,
+    LocalSchedule,
+    ReportingInvoker,
     configure_environment,
     create_secrets,
+    describe_stack,
 )
 
 HOURS_FORWARD = 19
@@ -55,6 +71,7 @@ def approve_in_browser_pages(verification_uri_complete: str) -> None:
 
 def main() -> int:
     interactive = os.environ.get("INTERACTIVE") == "1"
+    keep = os.environ.get("KEEP") == "1"
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server: no request lines
@@ -68,24 +85,111 @@ def main() -> int:
     moto.start()
     try:
         host, port = moto.get_host_and_port()
-        configure_environment(emulator, f"http://{host}:{port}")
-        run_lifecycle(emulator, interactive, rows)
+        # Kept: the functions' metrics reach moto's CloudWatch, in the stack's namespace.
+        metrics = {"POWERTOOLS_METRICS_NAMESPACE": f"CmsToken/{STACK}"}
+        metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
+        configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
+        clock = run_lifecycle(emulator, interactive, rows, keep=keep)
+        rows.append(("elapsed", f"{time.monotonic() - started:.1f} s"))
+        width = max(len(name) for name, _ in rows)
+        print("\nsummary (metadata only: fingerprints are sha256 prefixes, no secret is printed)")
+        for name, value in rows:
+            print(f"  {name:<{width}}  {value}")
+        if keep:
+            return keep_up(clock, f"http://{host}:{port}")
     except KeyboardInterrupt:
         print("\ndemo: interrupted; servers stopped", file=sys.stderr)
         return 130
     finally:
         moto.stop()
         emulator.stop()
-    rows.append(("elapsed", f"{time.monotonic() - started:.1f} s"))
-    width = max(len(name) for name, _ in rows)
-    print("\nsummary (metadata only: fingerprints are sha256 prefixes, no secret is printed)")
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value}")
     return 0
 
 
-def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]]) -> None:
-    """Bootstrap, rotate (skipped), jump the clock, rotate (rotated), use the token."""
+def keep_up(clock: EmulatorTime, aws_endpoint: str) -> int:
+    """Serve the local stack to `cmstoken-admin` until Ctrl-C (or SIGTERM): the Lambda endpoint,
+    the rotator's schedule, and the environment file that points the command at them."""
+    import boto3
+
+    def stop(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)))
+    endpoint = LambdaEndpoint(invoker).start()
+    created = boto3.client("scheduler").get_schedule(Name=f"{STACK}-rotator")["CreationDate"]
+    schedule = LocalSchedule(invoker, INTERVAL_MINUTES * 60, created.timestamp()).start()
+    path = Path(os.environ.get("LOCAL_STACK_ENV") or ROOT / ".venv" / "local-stack.env")
+    exports = {
+        "AWS_ENDPOINT_URL": aws_endpoint,
+        "AWS_ENDPOINT_URL_LAMBDA": endpoint.url,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+    }
+    lines = [f"export {name}={value}" for name, value in exports.items()]
+    lines.append("unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN")
+    text = (
+        "# Points the AWS SDKs (and cmstoken-admin) of the shell that sources this at the local\n"
+        "# stack of `make demo KEEP=1`, until it stops.\n" + "\n".join(lines) + "\n"
+    )
+    path.write_text(text)
+    shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+    admin = os.path.relpath(Path(sys.executable).parent / "cmstoken-admin")
+    print(
+        f"\nThe local stack {STACK} stays up until Ctrl-C. In another terminal, here:\n\n"
+        f"  . {shown}\n"
+        f"  {admin} --stack {STACK} status\n"
+        f"  {admin} --stack {STACK} rotate\n"
+        f"  {admin} --stack {STACK} bootstrap   # approve in a browser: the emulator's page\n\n"
+        f"{shown} sets:\n" + "".join(f"  {line}\n" for line in lines) + "\n"
+        f"The rotator runs every {INTERVAL_MINUTES} minutes; its runs are printed here.",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("\ndemo: local stack stopped", file=sys.stderr)
+    finally:
+        schedule.stop()
+        endpoint.stop()
+        if path.exists() and path.read_text() == text:  # not another demo's since
+            path.unlink()
+    return 0
+
+
+class _Announcing:
+    """Prints each rotator run of the kept stack (outcome and reason: metadata only)."""
+
+    def __init__(self, invoker: Any) -> None:
+        self.invoker = invoker
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        from cmstoken.admin import AdminError
+
+        stamp = time.strftime("%H:%M:%S")
+        try:
+            result = self.invoker.invoke(function, payload)
+        except AdminError as exc:
+            if function == ROTATOR:
+                print(f"{stamp} rotator {_trigger(payload)}: failed: {exc}", file=sys.stderr)
+            raise
+        if function == ROTATOR and isinstance(result, dict):
+            outcome = f"{result.get('outcome')}: {result.get('reason')}"
+            print(f"{stamp} rotator {_trigger(payload)}: {outcome}", file=sys.stderr)
+        return result
+
+
+def _trigger(payload: Mapping[str, Any]) -> str:
+    return "forced" if payload.get("force") is True else "scheduled"
+
+
+def run_lifecycle(
+    emulator: Any, interactive: bool, rows: list[tuple[str, str]], *, keep: bool = False
+) -> EmulatorTime:
+    """Bootstrap, rotate (skipped), jump the clock, rotate (rotated), use the token; kept
+    (``keep``): the stack described for cmstoken-admin, the metrics published, no jump."""
     import boto3
 
     from cmstoken import runtime
@@ -106,7 +210,10 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
         address = started["verification_uri_complete"]
         threading.Timer(1.0, approve_in_browser_pages, args=(address,)).start()
 
-    invoker = ApprovingInvoker(clock, None if interactive else approve)
+    invoker: Any = ApprovingInvoker(clock, None if interactive else approve)
+    if keep:
+        describe_stack(emulator)
+        invoker = ReportingInvoker(invoker)
     if interactive:
         print("INTERACTIVE=1: open the address below in a browser and approve.", file=sys.stderr)
     else:
@@ -122,19 +229,20 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
     first_refresh = credential.refresh_token
     rows.append(("bootstrap", f"authorized; refresh credential {fingerprint(first_refresh)}"))
     rows.append(("rotator, scheduled", _scheduled(invoker, functions)))
-    emulator.advance(HOURS_FORWARD * 3600)
-    rows.append(("clock moved", f"+{HOURS_FORWARD} h"))
-    rows.append(("rotator, scheduled again", _scheduled(invoker, functions)))
-    credential = RefreshSecret.from_json(read(REFRESH_SECRET)).credential
-    assert credential is not None
-    void = not emulator.refresh_token_valid(first_refresh)
-    rows.append(
-        (
-            "refresh credential",
-            f"{fingerprint(first_refresh)} -> {fingerprint(credential.refresh_token)}"
-            f" (old one void: {'yes' if void else 'NO'})",
+    if not keep:
+        emulator.advance(HOURS_FORWARD * 3600)
+        rows.append(("clock moved", f"+{HOURS_FORWARD} h"))
+        rows.append(("rotator, scheduled again", _scheduled(invoker, functions)))
+        credential = RefreshSecret.from_json(read(REFRESH_SECRET)).credential
+        assert credential is not None
+        void = not emulator.refresh_token_valid(first_refresh)
+        rows.append(
+            (
+                "refresh credential",
+                f"{fingerprint(first_refresh)} -> {fingerprint(credential.refresh_token)}"
+                f" (old one void: {'yes' if void else 'NO'})",
+            )
         )
-    )
     document = ServiceTokenDocument.from_json(read(SERVICE_SECRET))
     # As a workload would: the consumer helper reads the secret and authenticates the call.
     provider = ServiceTokenProvider(SERVICE_SECRET, clock=clock)
@@ -150,6 +258,7 @@ def run_lifecycle(emulator: Any, interactive: bool, rows: list[tuple[str, str]])
     rows.append(
         ("upstream calls", ", ".join(f"{k} {v}" for k, v in sorted(emulator.counts.items())))
     )
+    return clock
 
 
 def _scheduled(invoker: Any, functions: Any) -> str:

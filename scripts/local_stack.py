@@ -4,14 +4,22 @@ run in-process through the operator command's invoker."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import json
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOTSTRAP, ROTATOR = "local-bootstrap", "local-rotator"
@@ -47,8 +55,6 @@ class EmulatorTime:
         if seconds <= 0:
             return
         if self.real_waits:
-            import time
-
             time.sleep(seconds)
         else:
             self.emulator.advance(seconds)
@@ -128,3 +134,239 @@ class ApprovingInvoker:
         if started and self.approve is not None:
             self.approve(result)
         return result
+
+
+# --- a stack cmstoken-admin can operate (`make demo KEEP=1`) ----------------------------------
+
+STACK = "cmstoken-local"
+ACCOUNT, REGION = "123456789012", "us-east-1"  # moto's default account; the demo's region
+INTERVAL_MINUTES = 5  # the shortest RotationIntervalMinutes the template allows
+# The template's alarms (logical names), each on one metric; the heartbeat has no actions.
+ALARMS = {
+    "AuthorizationRequiredAlarm": "AuthorizationRequired",
+    "CredentialLostAlarm": "CredentialLost",
+    "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
+    "RotationFailingAlarm": "RotationFailed",
+    "RotatorHeartbeatAlarm": "RotationFailed",
+    "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
+}
+
+
+def function_arn(function: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
+
+
+def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -> None:
+    """What `cmstoken-admin` reads of a deployed stack, in moto (at ``AWS_ENDPOINT_URL``): the
+    stack's outputs and parameters, its alarms and the rotator's schedule. moto cannot deploy
+    the SAM template, so this is the part of it that the command reads."""
+    import boto3
+
+    from cmstoken import __version__
+
+    namespace = os.environ["POWERTOOLS_METRICS_NAMESPACE"]
+    secrets = boto3.client("secretsmanager")
+    outputs = {
+        "Version": __version__,
+        "ServiceBaseUrl": emulator.base_url,
+        "BootstrapFunctionName": BOOTSTRAP,
+        "BootstrapFunctionArn": function_arn(BOOTSTRAP),
+        "RotatorFunctionName": ROTATOR,
+        "RotatorFunctionArn": function_arn(ROTATOR),
+        "RefreshCredentialSecretArn": secrets.describe_secret(SecretId=REFRESH_SECRET)["ARN"],
+        "ServiceTokenSecretArn": secrets.describe_secret(SecretId=SERVICE_SECRET)["ARN"],
+        "MetricsNamespace": namespace,
+    }
+    template = {
+        "Parameters": {"RotationIntervalMinutes": {"Type": "Number", "Default": interval_minutes}},
+        "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {
+            **{key: {"Value": value} for key, value in outputs.items()},
+            "AlarmTopicArn": {"Value": {"Ref": "AlarmTopic"}},
+        },
+    }
+    cloudformation = boto3.client("cloudformation")
+    cloudformation.create_stack(StackName=STACK, TemplateBody=json.dumps(template))
+    described = cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]
+    topic = next(
+        o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "AlarmTopicArn"
+    )
+    cloudwatch = boto3.client("cloudwatch")
+    for logical, metric in ALARMS.items():
+        cloudwatch.put_metric_alarm(
+            AlarmName=f"{STACK}-{logical}-LOCAL",
+            Namespace=namespace,
+            MetricName=metric,
+            Dimensions=[{"Name": "service", "Value": "cmstoken"}],
+            Statistic="Maximum",
+            Period=interval_minutes * 60,
+            EvaluationPeriods=1,
+            Threshold=1,
+            ComparisonOperator="GreaterThanOrEqualToThreshold",
+            AlarmActions=[] if logical == "RotatorHeartbeatAlarm" else [topic],
+        )
+    boto3.client("scheduler").create_schedule(
+        Name=f"{STACK}-rotator",
+        ScheduleExpression=f"rate({interval_minutes} minutes)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": function_arn(ROTATOR),
+            "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-scheduler",
+            "Input": "{}",
+        },
+    )
+
+
+class ReportingInvoker:
+    """Runs one invocation at a time (Powertools' metrics are process-wide) and does what
+    CloudWatch does with a function's output: the embedded-metric-format records it prints
+    become metrics (PutMetricData to moto), so that `cmstoken-admin status` sees the runs."""
+
+    def __init__(self, invoker: Any) -> None:
+        import boto3
+
+        self.invoker = invoker
+        self.cloudwatch = boto3.client("cloudwatch")
+        self.lock = threading.Lock()
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        printed = io.StringIO()
+        with self.lock:
+            try:
+                with contextlib.redirect_stdout(printed):
+                    return self.invoker.invoke(function, payload)
+            finally:
+                self._publish(printed.getvalue())
+
+    def _publish(self, output: str) -> None:
+        for line in output.splitlines():
+            try:
+                record = json.loads(line)
+                directives = record["_aws"]["CloudWatchMetrics"]
+                stamp = datetime.fromtimestamp(record["_aws"]["Timestamp"] / 1000, tz=UTC)
+            except (ValueError, TypeError, KeyError):
+                print(line)  # not a metric record: a log line, shown as Lambda would keep it
+                continue
+            for directive in directives:
+                dimensions = [
+                    {"Name": name, "Value": str(record[name])}
+                    for names in directive["Dimensions"]
+                    for name in names
+                ]
+                data = [
+                    {
+                        "MetricName": metric["Name"],
+                        "Dimensions": dimensions,
+                        "Timestamp": stamp,
+                        "Value": float(value),
+                        "Unit": metric.get("Unit", "None"),
+                    }
+                    for metric in directive["Metrics"]
+                    for value in _values(record[metric["Name"]])
+                ]
+                self.cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+
+
+def _values(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+class LambdaEndpoint:
+    """The Lambda API's Invoke on 127.0.0.1 (``AWS_ENDPOINT_URL_LAMBDA``), running the local
+    functions in-process: a function's exception is a ``FunctionError`` result, an unknown
+    function a ``ResourceNotFoundException``, as in Lambda."""
+
+    def __init__(self, invoker: Any, functions: tuple[str, ...] = (BOOTSTRAP, ROTATOR)) -> None:
+        self.invoker = invoker
+        self.functions = functions
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> LambdaEndpoint:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+    def answer(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
+        """Status, headers and JSON body of one invocation."""
+        from cmstoken.admin import AdminError
+
+        name = function.rsplit(":", 1)[-1] if function.startswith("arn:") else function
+        if name not in self.functions:
+            error = {"Type": "User", "Message": f"Function not found: {function_arn(name)}"}
+            return 404, {"x-amzn-ErrorType": "ResourceNotFoundException"}, error
+        try:
+            return 200, {}, self.invoker.invoke(name, json.loads(body or b"{}"))
+        except AdminError as exc:
+            raised = exc.__cause__ or exc
+            error = {"errorType": type(raised).__name__, "errorMessage": str(raised)}
+            return 200, {"X-Amz-Function-Error": "Unhandled"}, error
+
+    def _handler(self) -> Any:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                parts = self.path.split("?")[0].split("/")
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                answer: Any = {}
+                if len(parts) != 5 or parts[2] != "functions" or parts[4] != "invocations":
+                    status, headers = 404, {"x-amzn-ErrorType": "UnknownOperation"}
+                else:
+                    status, headers, answer = endpoint.answer(unquote(parts[3]), body)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                for key, value in {**headers, "Content-Type": "application/json"}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:
+                pass  # no request lines
+
+        return Handler
+
+
+class LocalSchedule:
+    """The rotator's schedule, run locally: ``{}`` every ``interval`` seconds from ``start``
+    (the schedule's creation), as EventBridge Scheduler's rate expression does."""
+
+    def __init__(self, invoker: Any, interval: float, start: float) -> None:
+        self.invoker = invoker
+        self.interval = interval
+        self.start_at = start
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LocalSchedule:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        from cmstoken.admin import AdminError
+
+        while True:
+            elapsed = time.time() - self.start_at
+            due = self.start_at + (elapsed // self.interval + 1) * self.interval
+            if self.stopping.wait(max(0.0, due - time.time())):
+                return
+            try:
+                self.invoker.invoke(ROTATOR, {})
+            except AdminError as exc:
+                print(f"local schedule: the rotator run failed: {exc}", file=sys.stderr)

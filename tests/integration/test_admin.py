@@ -110,7 +110,8 @@ def test_status_is_1_until_authorized_and_shows_metadata(
     code, output = admin(invoker, "status")
     assert code == 0
     assert "active" in output
-    assert "service token expires" in output
+    assert re.search(r"^service token  expires \S+Z \(in 23 h", output, re.M)
+    assert output.splitlines()[-1].split() == ["verdict", "healthy"]
 
 
 def test_rotate_forces_a_debounced_rotation(stack: Stack, invoker: LocalInvoker) -> None:
@@ -167,11 +168,17 @@ def test_locate_reads_the_function_names_from_the_outputs(cloudformation: Any) -
         "tokens",
         {"BootstrapFunctionName": "tokens-boot", "RotatorFunctionName": "tokens-rot"},
     )
-    assert locate("tokens", cloudformation) == StackFunctions("tokens-boot", "tokens-rot")
+    stack = locate("tokens", cloudformation)
+    assert stack.functions == StackFunctions("tokens-boot", "tokens-rot")
+    assert (stack.name, stack.region, stack.account) == ("tokens", "us-east-1", "123456789012")
+    # Without an ARN output, the function's ARN is built from the stack's account and region.
+    assert stack.function_arn("tokens-rot") == (
+        "arn:aws:lambda:us-east-1:123456789012:function:tokens-rot"
+    )
 
 
 def test_locate_explains_a_missing_stack_and_a_foreign_one(cloudformation: Any) -> None:
-    with pytest.raises(AdminError, match="stack 'nope' not found"):
+    with pytest.raises(AdminError, match="stack 'nope' not found in account 123456789012, reg"):
         locate("nope", cloudformation)
     create_stack(cloudformation, "other", {"Something": "else"})
     with pytest.raises(AdminError, match="has no output BootstrapFunctionName"):
@@ -182,7 +189,11 @@ def test_main_exits_1_when_the_stack_is_missing(
     cloudformation: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--stack", "nope", "--region", "us-east-1", "status"]) == 1
-    assert "stack 'nope' not found" in capsys.readouterr().err
+    assert one_line(capsys) == (
+        "cmstoken-admin: stack 'nope' not found in account 123456789012, region us-east-1 "
+        "(cloudformation:DescribeStacks): check --stack and --region (aws cloudformation "
+        "list-stacks --region us-east-1)"
+    )
 
 
 def test_main_exits_1_without_aws_credentials(
@@ -196,7 +207,9 @@ def test_main_exits_1_without_aws_credentials(
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
     assert main(["--stack", "s", "--region", "us-east-1", "status"]) == 1
-    assert "no AWS credentials found" in capsys.readouterr().err
+    line = one_line(capsys)
+    assert line.startswith("cmstoken-admin: no AWS credentials found")
+    assert "(cloudformation:DescribeStacks, region us-east-1)" in line
 
 
 @pytest.mark.parametrize(
@@ -219,6 +232,41 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--stack", "s", "explode"])
     assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["--stack", "s", "rotate", "--json"])  # --json is status's
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--region", "no where"], {}, "Provided region_name 'no where' doesn't match"),
+        ([], {"AWS_PROFILE": "nobody"}, "The config profile (nobody) could not be found"),
+    ],
+)
+def test_a_malformed_region_and_an_unknown_profile_are_usage_errors(
+    aws_credentials: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    expected: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["--stack", "s", *argv, "status"]) == 2
+    line = one_line(capsys)
+    assert expected in line
+    assert line.endswith("check --region, AWS_REGION and AWS_PROFILE")
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line main() printed on standard error (nothing else, no traceback)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
 
 
 def lambda_answer(payload: dict[str, Any], function_error: str | None = None) -> dict[str, Any]:

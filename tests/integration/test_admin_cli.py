@@ -1,14 +1,21 @@
 """cmstoken-admin as a user runs it: the console script in a subprocess, against moto's server
-(through AWS_ENDPOINT_URL), with the region from the environment as the AWS CLI takes it."""
+(through AWS_ENDPOINT_URL), with the region from the environment as the AWS CLI takes it. Each
+AWS error ends in one line on standard error, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -46,16 +53,118 @@ def aws_env(moto_server: str, tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line the command printed on standard error (no traceback, nothing else)."""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def test_aws_region_is_honoured_and_stack_may_follow_the_command(aws_env: dict[str, str]) -> None:
     result = run_admin("status", "--stack", "nope", env={**aws_env, "AWS_REGION": "eu-west-1"})
     assert result.returncode == 1
-    assert "stack 'nope' not found in this account and region" in result.stderr
+    assert one_line(result).startswith(
+        "cmstoken-admin: stack 'nope' not found in account 123456789012, region eu-west-1"
+    )
 
 
-def test_no_region_says_what_works(aws_env: dict[str, str]) -> None:
+def test_no_region_is_a_usage_error_that_says_how_to_set_one(aws_env: dict[str, str]) -> None:
     result = run_admin("--stack", "nope", "status", env=aws_env)
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "cmstoken-admin: no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), "
+        "or set a region in your AWS profile (aws configure set region eu-west-1)"
+    )
+
+
+def test_an_unknown_region_names_the_endpoint_it_could_not_reach(
+    aws_env: dict[str, str],
+) -> None:
+    env = {key: value for key, value in aws_env.items() if key != "AWS_ENDPOINT_URL"}
+    result = run_admin("--stack", "s", "--region", "nowhere-9", "status", env=env)
     assert result.returncode == 1
-    assert "pass --region, set AWS_REGION (or AWS_DEFAULT_REGION)" in result.stderr
+    assert one_line(result) == (
+        "cmstoken-admin: cloudformation:DescribeStacks on stack 's': cannot reach "
+        "https://cloudformation.nowhere-9.amazonaws.com/ (region nowhere-9); 'nowhere-9' is "
+        "not a region this AWS SDK knows: check --region, and your network or proxy"
+    )
+
+
+def deploy_outputs(name: str, outputs: dict[str, str]) -> None:
+    """A stack in moto's server with these outputs (moto cannot run the template's functions)."""
+    template = {
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    client = boto3.client("cloudformation", region_name="eu-west-1")
+    client.create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
+FUNCTIONS = {"BootstrapFunctionName": "gone-bootstrap", "RotatorFunctionName": "gone-rotator"}
+ROTATOR_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:gone-rotator"
+
+
+def test_functions_that_do_not_exist(aws_env: dict[str, str]) -> None:
+    deploy_outputs("gone", FUNCTIONS)
+    env = {**aws_env, "AWS_REGION": "eu-west-1"}
+    result = run_admin("--stack", "gone", "rotate", env=env)
+    assert result.returncode == 1
+    assert one_line(result) == (
+        f"cmstoken-admin: {ROTATOR_ARN} not found (lambda:InvokeFunction, account "
+        "123456789012, region eu-west-1): stack 'gone' names it in its output "
+        "RotatorFunctionName but it does not exist: check the stack (aws cloudformation "
+        "describe-stack-events --stack-name gone --region eu-west-1) or deploy it again"
+    )
+
+
+class DenyingLambda(BaseHTTPRequestHandler):
+    """Lambda's answer to a principal without lambda:InvokeFunction, as AWS sends it."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        function = self.path.split("/")[3]
+        arn = f"arn:aws:lambda:eu-west-1:123456789012:function:{function}"
+        body = json.dumps(
+            {
+                "Type": "User",
+                "message": "User: arn:aws:iam::123456789012:user/operator is not authorized to "
+                f"perform: lambda:InvokeFunction on resource: {arn} because no identity-based "
+                "policy allows the lambda:InvokeFunction action",
+            }
+        ).encode()
+        self.send_response(403)
+        self.send_header("x-amzn-ErrorType", "AccessDeniedException")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def denying_lambda() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), DenyingLambda)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_invoke_denied_over_the_wire(aws_env: dict[str, str], denying_lambda: str) -> None:
+    deploy_outputs("gone", FUNCTIONS)
+    env = {**aws_env, "AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL_LAMBDA": denying_lambda}
+    result = run_admin("--stack", "gone", "rotate", env=env)
+    assert result.returncode == 1
+    assert one_line(result) == (
+        f"cmstoken-admin: lambda:InvokeFunction denied on {ROTATOR_ARN} (account 123456789012, "
+        f"region eu-west-1): grant lambda:InvokeFunction on {ROTATOR_ARN} to "
+        "arn:aws:iam::123456789012:user/operator"
+    )
 
 
 def test_a_missing_stack_option_is_a_usage_error(aws_env: dict[str, str]) -> None:

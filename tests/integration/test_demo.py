@@ -80,3 +80,83 @@ def test_demo_stops_its_servers_on_ctrl_c() -> None:
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def readme_recipe(name: str) -> str:
+    """The code block that follows ``<!-- recipe: name -->`` in the README."""
+    found = re.search(
+        rf"<!-- recipe: {re.escape(name)} -->\s*```\w*\n(.*?)```",
+        (ROOT / "README.md").read_text(),
+        re.DOTALL,
+    )
+    assert found, f"README has no recipe {name!r}"
+    return found.group(1)
+
+
+def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Path) -> None:
+    """`make demo KEEP=1`, then the README's commands in another shell: cmstoken-admin with no
+    AWS account. The README's relative paths hold in a directory of the test's own (its
+    .venv/bin is this interpreter's), so that tests running at once do not share the file."""
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    (venv / "bin").symlink_to(Path(sys.executable).parent)
+    env_file = venv / "local-stack.env"
+    stderr = (tmp_path / "demo.err").open("w")
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        env={**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        printed = ""
+        for line in process.stdout:
+            printed += line
+            if "The rotator runs every" in line:
+                break
+        assert env_file.exists(), printed
+        assert f"  . {env_file}\n" in printed
+        ports = [int(port) for port in re.findall(r"http://127\.0\.0\.1:(\d+)", printed)]
+        assert len(ports) == 2  # moto's server and the Lambda endpoint
+        # A shell of the user's: whatever AWS settings it had, the file replaces them.
+        shell_env = {**os.environ, "AWS_PROFILE": "someone", "AWS_REGION": "eu-west-3"}
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", readme_recipe("local-admin")],
+            cwd=tmp_path,
+            env=shell_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in result.stdout.splitlines())
+        assert report["stack"] == "cmstoken-local (account 123456789012, region us-east-1)"
+        assert report["credential"].startswith("active, authorized ")
+        assert re.fullmatch(r"skipped at \S+Z \(\d+ min ago\)", report["last run"])
+        assert report["next run"].endswith("rate(5 minutes), enabled")
+        assert report["alarms"] == "none in ALARM (5 watched)"
+        assert report["verdict"] == "healthy"
+        # The rotate: debounced (within 10 minutes of the bootstrap).
+        assert result.stderr.startswith("skipped: forced refresh debounced")
+        output = printed + result.stdout + result.stderr
+        assert "eyJ" not in output
+        assert not re.search(r"v1\.[A-Za-z0-9_-]{20,}", output)
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=20)
+        assert process.returncode == 0
+        assert time.monotonic() - started < 15
+        assert not env_file.exists()
+        assert not any(_listening(port) for port in ports)
+        err = (tmp_path / "demo.err").read_text()
+        assert "rotator forced: skipped" in err
+        assert "demo: local stack stopped" in err
+    finally:
+        process.kill()
+        process.wait()
+        stderr.close()

@@ -1,12 +1,13 @@
 """``cmstoken-admin``: the operator's command for a deployed stack.
 
     cmstoken-admin --stack NAME bootstrap [--free-trial | --no-free-trial] [--new-identity]
-    cmstoken-admin --stack NAME status
+    cmstoken-admin --stack NAME status [--json]
     cmstoken-admin --stack NAME rotate
 
 It finds the functions from the stack's outputs and invokes them. The invocation goes through the
 small ``Invoker`` interface, so that tests and the local demo run this same code against the
-handlers in-process (``LocalInvoker``).
+handlers in-process (``LocalInvoker``). Its AWS side (the session, the stack, the Lambda invoker,
+every AWS error as one line) is ``admin_aws``; the ``status`` report is ``admin_status``.
 
 Everything printed from a function's result or error goes through ``printable``: the user code and
 addresses come from the identity provider by way of a stored document, and no escape sequence in
@@ -16,71 +17,35 @@ them may reach the terminal.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from . import __version__
+from .admin_aws import (
+    EXIT_FAILED,
+    EXIT_OK,
+    AdminError,
+    Invoker,
+    LambdaInvoker,
+    StackFunctions,
+    locate,
+    open_session,
+)
+from .admin_status import StatusSources, status
 from .clock import parse_iso
 from .redaction import displayable, printable
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+# Re-exported: the command's interface as tests and the local stack use it.
+__all__ = ["AdminError", "LambdaInvoker", "StackFunctions", "locate", "status"]
+
+EXIT_INTERRUPTED = 130
 # One poll invocation waits at most this long, so progress can be shown between them.
 POLL_SLICE_SECONDS = 20
-BOOTSTRAP_OUTPUT = "BootstrapFunctionName"
-ROTATOR_OUTPUT = "RotatorFunctionName"
-
-
-class AdminError(Exception):
-    """A failure to report to the operator (exit status 1); its message is made printable."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(printable(message))
-
-
-class Invoker(Protocol):
-    """Invokes a function synchronously and returns its JSON result."""
-
-    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        """The function's result; ``AdminError`` when the function raised."""
-        ...
-
-
-@dataclass(frozen=True)
-class StackFunctions:
-    """The functions of one deployed stack."""
-
-    bootstrap: str
-    rotator: str
-
-
-class LambdaInvoker:
-    """Invokes deployed functions through the Lambda API."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        """Invoke ``function`` with ``payload`` (RequestResponse) and decode its result."""
-        answer = self.client.invoke(
-            FunctionName=function,
-            InvocationType="RequestResponse",
-            Payload=json.dumps(payload).encode(),
-        )
-        body = json.loads(answer["Payload"].read() or b"null")
-        if answer.get("FunctionError"):
-            message = body.get("errorMessage") if isinstance(body, dict) else None
-            kind = body.get("errorType") if isinstance(body, dict) else None
-            raise AdminError(f"{function} failed: {kind or 'error'}: {message or body}")
-        return body
 
 
 class LocalInvoker:
@@ -112,26 +77,6 @@ class LocalInvoker:
             return self.handlers[function](dict(payload), context)
         except Exception as exc:
             raise AdminError(f"{function} failed: {type(exc).__name__}: {exc}") from exc
-
-
-def locate(stack: str, cloudformation: Any) -> StackFunctions:
-    """The stack's functions, from its outputs."""
-    from botocore.exceptions import ClientError
-
-    try:
-        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
-    except ClientError as exc:
-        message = exc.response.get("Error", {}).get("Message", "")
-        if "does not exist" in message:
-            raise AdminError(f"stack {stack!r} not found in this account and region") from exc
-        raise AdminError(f"cannot read stack {stack!r}: {message or exc}") from exc
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-    missing = [key for key in (BOOTSTRAP_OUTPUT, ROTATOR_OUTPUT) if key not in outputs]
-    if missing:
-        raise AdminError(
-            f"stack {stack!r} has no output {', '.join(missing)}: is it this product's stack?"
-        )
-    return StackFunctions(bootstrap=outputs[BOOTSTRAP_OUTPUT], rotator=outputs[ROTATOR_OUTPUT])
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -206,27 +151,6 @@ def _published(invoker: Invoker, functions: StackFunctions) -> bool:
     """True when the stack's credential is active and its service token published."""
     credential = invoker.invoke(functions.bootstrap, {"action": "status"}).get("credential") or {}
     return credential.get("status") == "active" and bool(credential.get("service_token_expires_at"))
-
-
-def status(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
-    """Print the credential's state and any pending authorization; 1 unless it is active."""
-    report = invoker.invoke(functions.bootstrap, {"action": "status"})
-    credential = report.get("credential") or {}
-    rows = [
-        ("credential", credential.get("status")),
-        ("authorized at", credential.get("authorized_at")),
-        ("refreshed at", credential.get("refreshed_at")),
-        ("re-authorize by", credential.get("reauthorize_by")),
-        ("service token expires", credential.get("service_token_expires_at")),
-    ]
-    pending = report.get("pending")
-    if pending:
-        rows.append(("pending code", f"{pending['user_code']} until {pending['expires_at']}"))
-        rows.append(("approve at", pending["verification_uri_complete"]))
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        out.write(f"{name:<{width}}  {_shown(value) if value is not None else '-'}\n")
-    return EXIT_OK if credential.get("status") == "active" else EXIT_FAILED
 
 
 def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
@@ -309,10 +233,18 @@ class _Countdown:
 
 # --- command line ----------------------------------------------------------------------------
 
+EXIT_STATUS_HELP = (
+    "Exit status: 0 success (status: healthy); 1 failure (status: needs attention); 2 usage "
+    "error (a missing or malformed option, no AWS region, an unknown AWS profile); 130 "
+    "interrupted. An AWS error ends in one line naming the action, the resource, the account "
+    "and region, and what to do."
+)
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line; argparse exits 2 on a usage error. ``--stack`` and ``--region`` are
-    accepted before or after the command, as the AWS CLI accepts its global options."""
+    """The command line; argparse exits 2 on a usage error. ``--stack``, ``--region`` and
+    ``--debug`` are accepted before or after the command, as the AWS CLI accepts its global
+    options."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("stack")
     where.add_argument(
@@ -323,18 +255,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=argparse.SUPPRESS,
         help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, or your AWS profile's)",
     )
+    where.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="on failure, print the traceback before the one-line message",
+    )
     parser = argparse.ArgumentParser(
         prog="cmstoken-admin",
         parents=[common],
         description="Operate a deployed Cluster Management Service token stack: authorize it "
-        "(bootstrap), check it (status), rotate now (rotate).",
-        epilog="Uses your AWS credentials and region (AWS_PROFILE, AWS_REGION, ...). Exit "
-        "status: 0 success, 1 failure, 2 usage error.",
+        "(bootstrap), check its health (status), rotate now (rotate).",
+        epilog="Uses your AWS credentials, region and endpoints as the AWS CLI does "
+        "(AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...). " + EXIT_STATUS_HELP,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = commands.add_parser(
-        "bootstrap", parents=[common], help="authorize the stack with the device flow"
+        "bootstrap",
+        parents=[common],
+        help="authorize the stack with the device flow",
+        epilog=EXIT_STATUS_HELP,
     )
     trial = start.add_mutually_exclusive_group()
     trial.add_argument(
@@ -359,19 +300,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="let the approval switch the stack to another account (by default an approval "
         "by an identity other than the one the stack is authorized as is refused)",
     )
-    commands.add_parser(
-        "status", parents=[common], help="show the credential's state (exit 1 unless active)"
+    check = commands.add_parser(
+        "status",
+        parents=[common],
+        help="say whether the stack is healthy (exit 0) or needs attention (exit 1)",
+        description="The credential and its re-authorization date, the published token's "
+        "expiry, the rotator's last and next run, the stack's alarms in ALARM, and the deployed "
+        "version, then a one-line verdict. Metadata only: never a token or a code. A line "
+        "whose source your AWS permissions cannot read says so (the verdict is then 'needs "
+        "attention'): status needs cloudformation:DescribeStacks, lambda:InvokeFunction on the "
+        "bootstrap function, cloudwatch:GetMetricData, cloudwatch:DescribeAlarms and "
+        "scheduler:GetSchedule.",
+        epilog=EXIT_STATUS_HELP,
     )
-    commands.add_parser("rotate", parents=[common], help="force a rotation now")
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as one JSON object on standard output (for scripts)",
+    )
+    commands.add_parser(
+        "rotate", parents=[common], help="force a rotation now", epilog=EXIT_STATUS_HELP
+    )
     args = parser.parse_args(argv)
     if not getattr(args, "stack", "").strip():
         parser.error("the following arguments are required: --stack")
     args.region = getattr(args, "region", None)
+    args.debug = getattr(args, "debug", False)
     return args
 
 
-def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, out: TextIO) -> int:
-    """Run the parsed command against ``functions``."""
+def run(
+    args: argparse.Namespace,
+    invoker: Invoker,
+    functions: StackFunctions,
+    out: TextIO,
+    *,
+    sources: StatusSources | None = None,
+) -> int:
+    """Run the parsed command against ``functions`` (``sources``: what ``status`` reads
+    besides the functions)."""
     if args.command == "bootstrap":
         return bootstrap(
             invoker,
@@ -383,45 +350,58 @@ def run(args: argparse.Namespace, invoker: Invoker, functions: StackFunctions, o
             command=f"cmstoken-admin --stack {args.stack} bootstrap",
         )
     if args.command == "status":
-        return status(invoker, functions, out=out)
+        return status(invoker, functions, out=out, sources=sources, as_json=args.json)
     return rotate(invoker, functions, out=out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``cmstoken-admin``."""
+    """Entry point of ``cmstoken-admin``: every failure ends in one line on standard error
+    (a traceback only with ``--debug``), with the exit status the help text promises."""
     args = parse_args(argv)
     try:
-        import boto3
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
-
-        try:
-            # boto3 reads AWS_DEFAULT_REGION but not AWS_REGION, which the AWS CLI honours.
-            region = args.region or os.environ.get("AWS_REGION") or None
-            session = boto3.Session(region_name=region)
-            functions = locate(args.stack, session.client("cloudformation"))
-            lambda_client = session.client(
-                "lambda", config=Config(read_timeout=910, retries={"max_attempts": 0})
-            )
-            return run(args, LambdaInvoker(lambda_client), functions, sys.stderr)
-        except NoCredentialsError as exc:
-            raise AdminError(
-                "no AWS credentials found: configure them (aws configure, AWS_PROFILE, or "
-                "environment variables) and retry"
-            ) from exc
-        except NoRegionError as exc:
-            raise AdminError(
-                "no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), or set "
-                "a region in your AWS profile"
-            ) from exc
-        except BotoCoreError as exc:
-            raise AdminError(f"AWS call failed: {exc}") from exc
+        return _against_aws(args)
     except AdminError as exc:
-        sys.stderr.write(f"cmstoken-admin: {exc}\n")
-        return EXIT_FAILED
+        _fail(args, str(exc))
+        return exc.exit_status
     except KeyboardInterrupt:
         sys.stderr.write("\ncmstoken-admin: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the boundary: one line, never a traceback
+        _fail(
+            args,
+            f"unexpected error: {type(exc).__name__}: {printable(str(exc))[:300]} (rerun with "
+            "--debug for the traceback, and report it)",
+        )
+        return EXIT_FAILED
+
+
+def _against_aws(args: argparse.Namespace) -> int:
+    """Find the stack's functions in its region and account, and run the command."""
+    from botocore.config import Config
+
+    session = open_session(args.region)
+    # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
+    # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.
+    reads = Config(
+        connect_timeout=10, read_timeout=30, retries={"mode": "standard", "total_max_attempts": 3}
+    )
+    invocations = Config(
+        connect_timeout=10, read_timeout=910, retries={"mode": "standard", "total_max_attempts": 1}
+    )
+    stack = locate(args.stack, session.client("cloudformation", config=reads), session=session)
+    invoker = LambdaInvoker(session.client("lambda", config=invocations), stack)
+    if args.command != "status":
+        return run(args, invoker, stack.functions, sys.stderr)
+    sources = StatusSources(
+        stack, session.client("cloudwatch", config=reads), session.client("scheduler", config=reads)
+    )
+    return run(args, invoker, stack.functions, sys.stdout, sources=sources)
+
+
+def _fail(args: argparse.Namespace, message: str) -> None:
+    if args.debug:
+        traceback.print_exc()
+    sys.stderr.write(f"cmstoken-admin: {message}\n")
 
 
 if __name__ == "__main__":
