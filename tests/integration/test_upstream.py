@@ -335,6 +335,7 @@ def test_429_carries_the_x_ratelimit_reset_wait(upstream: Upstream) -> None:
         upstream.identity.refresh(client_id="cms-client", refresh_token=token)
     # The reset is a whole epoch second (rounded up) on the emulator's clock, which runs in
     # real time: the wait is 42 s less whatever real time the answer took, plus the rounding.
+    assert info.value.retry_after is not None
     assert 42 - 5 <= info.value.retry_after <= 42 + 1
 
 
@@ -356,6 +357,7 @@ def test_the_token_endpoint_rate_limit_is_reported_with_its_reset(upstream: Upst
     with pytest.raises(RateLimitedError) as info:
         poll()
     # the window's end, less the real time the polls took (whole seconds, rounded up)
+    assert info.value.retry_after is not None
     assert 49 - 5 <= info.value.retry_after <= 49 + 1
 
 

@@ -113,7 +113,7 @@ class ScriptedInvoker:
         return self.answers[action].pop(0)
 
 
-def test_admin_status_prints_a_stored_pending_authorization_harmlessly() -> None:
+def test_admin_status_prints_a_stored_report_harmlessly_and_never_the_code() -> None:
     report = {
         "credential": {
             "status": f"active{TITLE}",
@@ -132,8 +132,12 @@ def test_admin_status_prints_a_stored_pending_authorization_harmlessly() -> None
     admin.status(ScriptedInvoker({"status": [report]}), FUNCTIONS, out=out)
     shown = out.getvalue()
     assert_harmless(shown)
-    assert "HHHJ?[2J-MMSZ" in shown
-    assert "user_code=?]0;owned?" in shown
+    assert "active?]0;owned?" in shown
+    assert "refreshed ?[2J2026-11-02T00:00:00Z" in shown
+    assert "2026-11-22T04:00:00Z?[2J" in shown
+    # status never shows the user code or the address that carries it (issue 18, item 7)
+    assert "HHHJ" not in shown
+    assert "user_code=" not in shown
 
 
 @pytest.mark.parametrize("qr", [True, False])
