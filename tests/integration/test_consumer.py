@@ -196,10 +196,86 @@ def test_no_new_token_within_the_wait_is_a_clear_bounded_error(setup: Consumer) 
 
 
 def test_an_empty_secret_says_not_bootstrapped(server_stack: Stack) -> None:
+    """The stack's secret, created with no value: moto's server answers GetSecretValue with
+    ResourceNotFoundException ("Secrets Manager can't find the specified secret value for
+    staging label: AWSCURRENT"), the same code as for a secret that does not exist, and
+    DescribeSecret with the secret. AWS documents only the code for both cases ("Secrets
+    Manager can't find the resource that you asked for", HTTP 400, where moto answers 404:
+    https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html),
+    not the message, so the helper asks DescribeSecret, which describes a secret whether or not
+    it holds a value
+    (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_DescribeSecret.html)."""
     provider = ServiceTokenProvider(SERVICE_SECRET, clock=server_stack.clock)
     with pytest.raises(ConsumerError, match="not bootstrapped yet: run the bootstrap") as caught:
         provider.token()
     assert caught.value.reason == consumer.NOT_BOOTSTRAPPED
+    assert f"{SERVICE_SECRET!r} exists but has no value" in str(caught.value)
+
+
+def service_secret_arn(stack: Stack) -> str:
+    arn: str = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    return arn
+
+
+def not_found(provider: ServiceTokenProvider, stack: Stack) -> str:
+    """The message of the configuration error the provider raises; it holds no token."""
+    with pytest.raises(ConsumerError) as caught:
+        provider.token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.SECRET_NOT_FOUND, message
+    assert "bootstrap" not in message
+    assert "the secret id or the consumer's region is wrong" in message
+    for secret in secret_values(stack):
+        assert secret not in message
+    return message
+
+
+def test_a_mistyped_arn_names_the_secret_region_and_account(setup: Consumer) -> None:
+    arn = service_secret_arn(setup.stack)
+    mistyped = arn[:-1] + ("A" if arn[-1] != "A" else "B")  # the random suffix, one letter off
+    provider = ServiceTokenProvider(mistyped, clock=setup.stack.clock)
+    message = not_found(provider, setup.stack)
+    assert f"{mistyped!r} does not exist" in message
+    assert "region us-east-1, account 123456789012 (from the ARN)" in message
+
+
+def test_a_client_in_another_region_names_both_regions(setup: Consumer) -> None:
+    arn = service_secret_arn(setup.stack)
+    elsewhere = boto3.client("secretsmanager", region_name="eu-west-1")
+    by_arn = ServiceTokenProvider(arn, secrets_client=elsewhere, clock=setup.stack.clock)
+    message = not_found(by_arn, setup.stack)
+    assert "region eu-west-1, account 123456789012 (from the ARN)" in message
+    assert "the ARN is in region us-east-1, the client asks region eu-west-1" in message
+    by_name = ServiceTokenProvider(
+        SERVICE_SECRET, secrets_client=elsewhere, clock=setup.stack.clock
+    )
+    message = not_found(by_name, setup.stack)
+    assert f"{SERVICE_SECRET!r} does not exist" in message
+    assert "region eu-west-1, the credentials' account" in message
+
+
+def test_an_arn_of_another_account_names_both_accounts(
+    setup: Consumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCOUNT_ID", "123456789012")  # credentials that carry their account
+    other = service_secret_arn(setup.stack).replace(":123456789012:", ":210987654321:")
+    provider = ServiceTokenProvider(other, clock=setup.stack.clock)
+    message = not_found(provider, setup.stack)
+    assert "region us-east-1, account 210987654321 (from the ARN)" in message
+    assert "the ARN is in account 210987654321, the credentials in account 123456789012" in message
+
+
+def test_a_refused_entry_is_a_clear_error_and_nothing_is_delivered(setup: Consumer) -> None:
+    """moto's EventBridge refuses an entry without a source the way EventBridge does: HTTP 200,
+    FailedEntryCount 1 and the entry's ErrorCode and ErrorMessage."""
+    provider = setup.provider(event_source="")
+    old = provider.token()
+    with pytest.raises(ConsumerError) as caught:
+        provider.refused(old)
+    assert caught.value.reason == consumer.REQUEST_FAILED
+    assert "(InvalidArgument: Parameter Source is not valid." in str(caught.value)
+    assert "the rotator was not asked" in str(caught.value)
+    assert setup.receive() == []
 
 
 def test_reauthorization_required_is_named_and_sends_no_request(setup: Consumer) -> None:

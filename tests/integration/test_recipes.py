@@ -10,12 +10,15 @@ and the ECS task definitions are JSON with the documented ``valueFrom`` syntax.
 from __future__ import annotations
 
 import copy
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,8 @@ import pytest
 import yaml
 
 import template_model
-from harness import SERVICE_SECRET, Stack
+from cmstoken.errors import ReauthorizationRequiredError
+from harness import SERVICE_SECRET, Stack, refresh_request_queue
 
 pytestmark = pytest.mark.integration
 
@@ -219,8 +223,272 @@ def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_toke
             process.kill()
             process.communicate()
     assert process.returncode == 0, err
+    assert "New service token published." in err
     assert stack.service_document().token != old_token
     assert stack.published_token_works()
+
+
+# The refresh request's other paths. Every run is bounded: a recipe that waits forever fails
+# the test by its timeout instead of hanging it.
+RECIPE_TIMEOUT = 75  # under pytest-timeout's 120 s, so that the recipe's own timeout reports it
+
+
+def publish_refreshed(stack: Stack, seconds_ago: float, **fields: Any) -> str:
+    """Rewrite the published document as refreshed ``seconds_ago`` by this machine's clock
+    (the recipe's ``date``), with ``fields`` changed; returns the secret's ARN."""
+    document = published_document(stack)
+    document["refreshed_at"] = time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago)
+    )
+    document.update(fields)
+    stack.secretsmanager.put_secret_value(
+        SecretId=SERVICE_SECRET, SecretString=json.dumps(document)
+    )
+    arn: str = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    return arn
+
+
+def run_refresh_request(env: dict[str, str], **variables: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", recipe("refresh-request")],
+        env={**env, **variables},
+        capture_output=True,
+        text=True,
+        timeout=RECIPE_TIMEOUT,
+        check=False,
+    )
+
+
+class StubEventBridge(http.server.ThreadingHTTPServer):
+    """EventBridge on 127.0.0.1 that answers every PutEvents with ``answer`` and keeps the
+    requests' entries (the AWS CLI reaches it through ``AWS_ENDPOINT_URL_EVENTBRIDGE``)."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+        self.entries: list[dict[str, Any]] = []
+        super().__init__(("127.0.0.1", 0), _StubHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _StubHandler(http.server.BaseHTTPRequestHandler):
+    server: StubEventBridge
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.headers["X-Amz-Target"] == "AWSEvents.PutEvents"
+        self.server.entries.extend(body["Entries"])
+        answer = json.dumps(self.server.answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_eventbridge() -> Iterator[StubEventBridge]:
+    """EventBridge refusing the entry as it does for a role not allowed the event's source:
+    HTTP 200 with ``FailedEntryCount`` 1 and the entry's ``ErrorCode`` and ``ErrorMessage``
+    (PutEventsResultEntry,
+    https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html).
+    moto refuses entries only for a missing source, detail type or detail, or malformed detail,
+    none of which the recipe sends."""
+    stub = StubEventBridge(
+        {
+            "FailedEntryCount": 1,
+            "Entries": [
+                {
+                    "ErrorCode": "NotAuthorizedForSourceException",
+                    "ErrorMessage": "Not authorized for the source.",
+                }
+            ],
+        }
+    )
+    thread = threading.Thread(target=stub.serve_forever, daemon=True)
+    thread.start()
+    yield stub
+    stub.shutdown()
+    stub.server_close()
+    thread.join(timeout=10)
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_stops_on_a_refused_entry(
+    server_stack: Stack,
+    logged_tools: tuple[dict[str, str], Path],
+    refusing_eventbridge: StubEventBridge,
+) -> None:
+    env, _ = logged_tools
+    server_stack.seed()
+    arn = publish_refreshed(server_stack, 3600)
+    result = run_refresh_request(
+        env, SECRET_ARN=arn, AWS_ENDPOINT_URL_EVENTBRIDGE=refusing_eventbridge.url
+    )
+    assert result.returncode == 1, result.stderr
+    assert (
+        "Refresh request refused: NotAuthorizedForSourceException: Not authorized for the source."
+        in result.stderr
+    )
+    assert "waiting" not in result.stderr
+    [entry] = refusing_eventbridge.entries
+    assert entry["Source"] == "cmstoken.consumer"
+    assert entry["DetailType"] == "Service Token Refresh Requested"
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_gives_up_at_its_deadline(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    """The event is published (moto's EventBridge takes it: FailedEntryCount 0) but no rotator
+    answers: the recipe says so at REFRESH_WAIT_SECONDS and exits 2."""
+    env, _ = logged_tools
+    sqs, queue = refresh_request_queue()
+    server_stack.seed()
+    arn = publish_refreshed(server_stack, 3600)
+    started = time.monotonic()
+    result = run_refresh_request(env, SECRET_ARN=arn, REFRESH_WAIT_SECONDS="6")
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - started >= 6
+    assert "Refresh requested; waiting up to 6 s for the new token." in result.stderr
+    assert "No new token within 6 s: see the rotator's log group" in result.stderr
+    assert "published" not in result.stderr
+    assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages")
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_says_not_bootstrapped_and_asks_nothing(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    """The stack's secret exists with no value; GetSecretValue answers ResourceNotFoundException
+    as for a missing secret (moto with HTTP 404, AWS with the 400 its API reference documents,
+    https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html: the
+    AWS CLI prints the code either way), and DescribeSecret tells the two apart."""
+    env, log = logged_tools
+    arn = server_stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    result = run_refresh_request(env, SECRET_ARN=arn)
+    assert result.returncode == 1, result.stderr
+    assert "ResourceNotFoundException" in result.stderr  # the AWS CLI's own error
+    assert "Not bootstrapped: the secret exists but has no value yet" in result.stderr
+    assert "Cannot read" not in result.stderr
+    assert "put-events" not in log.read_text()
+
+
+@SHELL_TOOLS
+@pytest.mark.parametrize("wrong", ["mistyped ARN", "other region", "other account"])
+def test_the_refresh_request_recipe_names_a_wrong_arn_or_region_and_asks_nothing(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path], wrong: str
+) -> None:
+    env, log = logged_tools
+    server_stack.seed()
+    arn = server_stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
+    variables = {"SECRET_ARN": arn}
+    if wrong == "mistyped ARN":
+        variables["SECRET_ARN"] = arn[:-1] + ("A" if arn[-1] != "A" else "B")
+    elif wrong == "other region":
+        variables["AWS_DEFAULT_REGION"] = "eu-west-1"
+        env = {name: value for name, value in env.items() if name != "AWS_REGION"}
+    else:
+        variables["SECRET_ARN"] = arn.replace(":123456789012:", ":210987654321:")
+    result = run_refresh_request(env, **variables)
+    assert result.returncode == 1, result.stderr
+    assert "ResourceNotFoundException" in result.stderr
+    assert "Cannot read SECRET_ARN: ResourceNotFoundException means a wrong ARN or region" in (
+        result.stderr
+    )
+    assert "Not bootstrapped" not in result.stderr
+    assert "put-events" not in log.read_text()
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_asks_nothing_when_reauthorization_is_required(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    env, log = logged_tools
+    server_stack.seed()
+    arn = publish_refreshed(server_stack, 3600, credential_status="reauthorization_required")
+    result = run_refresh_request(env, SECRET_ARN=arn)
+    assert result.returncode == 1, result.stderr
+    assert "The stack's credential needs reauthorization: run the bootstrap." in result.stderr
+    assert "put-events" not in log.read_text()
+
+
+@SHELL_TOOLS
+def test_the_refresh_request_recipe_stops_when_the_rotator_meets_a_refused_credential(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
+) -> None:
+    """The rotator runs on the request and meets invalid_grant: it marks the published document
+    and no new token can come; the recipe says so instead of waiting out its deadline."""
+    env, _ = logged_tools
+    stack = server_stack
+    sqs, queue = refresh_request_queue()
+    stack.seed()
+    arn = publish_refreshed(stack, 3600)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        ["bash", "-c", recipe("refresh-request")],
+        env={**env, "SECRET_ARN": arn},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        messages: list[Any] = []
+        while not messages and time.monotonic() - started < 30:
+            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+        assert messages, "no refresh request reached the rule's target"
+        stack.emulator.revoke_family(stack.newest_refresh_token())
+        stack.emulator.advance(template_default("MinRefreshIntervalSeconds") + 1)
+        with pytest.raises(ReauthorizationRequiredError):
+            stack.invoke("rotator", json.loads(messages[0]["Body"]))
+        _, err = process.communicate(timeout=RECIPE_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, err
+    assert "The identity provider refused the stack's credential: run the bootstrap." in err
+
+
+@SHELL_TOOLS
+def test_a_failed_read_while_waiting_is_not_taken_for_a_new_token(
+    server_stack: Stack, logged_tools: tuple[dict[str, str], Path], tmp_path: Path
+) -> None:
+    """Once the request is sent, every read of the secret is throttled (an ``aws`` in front of
+    the real one fails get-secret-value as the AWS CLI does): the recipe keeps waiting and
+    gives up at its deadline, it never reports a token that it did not read."""
+    env, _ = logged_tools
+    server_stack.seed()
+    arn = publish_refreshed(server_stack, 3600)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    sent = tmp_path / "put-events-sent"
+    real = shutil.which("aws", path=env["PATH"])
+    assert real is not None
+    shim = faults / "aws"
+    shim.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f'  *put-events*) touch "{sent}" ;;\n'
+        f'  *get-secret-value*) if [ -e "{sent}" ]; then\n'
+        '    echo "An error occurred (ThrottlingException) when calling the GetSecretValue'
+        ' operation: Rate exceeded" >&2; exit 255; fi ;;\n'
+        "esac\n"
+        f'exec "{real}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    env = {**env, "PATH": f"{faults}{os.pathsep}{env['PATH']}"}
+    result = run_refresh_request(env, SECRET_ARN=arn, REFRESH_WAIT_SECONDS="7")
+    assert sent.exists()
+    assert result.returncode == 2, result.stderr
+    assert "ThrottlingException" in result.stderr
+    assert "No new token within 7 s" in result.stderr
+    assert "published" not in result.stderr
 
 
 # --- ECS ------------------------------------------------------------------------------------

@@ -155,6 +155,7 @@ def test_token_is_read_once_and_served_from_the_cache(aws: Aws) -> None:
     assert provider.api_url == API_URL
     assert provider.document().api_url == API_URL
     assert aws.calls["GetSecretValue"] == 1
+    assert aws.calls["DescribeSecret"] == 0, "DescribeSecret only after a failed read"
 
 
 def test_the_cache_ends_min_validity_seconds_before_expiry(aws: Aws) -> None:
@@ -228,12 +229,51 @@ def test_an_empty_secret_means_not_bootstrapped(aws: Aws) -> None:
         aws.provider().token()
     assert caught.value.reason == consumer.NOT_BOOTSTRAPPED
     assert SECRET in str(caught.value)
+    assert "exists but has no value" in str(caught.value)
+    assert aws.calls == Counter({"GetSecretValue": 1, "DescribeSecret": 1})
 
 
-def test_a_missing_secret_reads_as_not_bootstrapped_and_names_the_secret(aws: Aws) -> None:
+def test_a_missing_secret_is_a_configuration_error_naming_the_secret_and_region(
+    aws: Aws,
+) -> None:
     provider = ServiceTokenProvider("no/such/secret", secrets_client=aws.secrets, clock=aws.clock)
-    with pytest.raises(ConsumerError, match=r"'no/such/secret' has no value \(or does not exist"):
+    with pytest.raises(ConsumerError) as caught:
         provider.token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.SECRET_NOT_FOUND
+    assert "'no/such/secret' does not exist" in message
+    assert "region us-east-1" in message
+    assert "the secret id or the consumer's region is wrong" in message
+    assert "bootstrap" not in message
+
+
+def test_the_account_of_a_name_comes_from_the_credentials_without_a_call(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials that carry their account (here ``AWS_ACCOUNT_ID``; SSO and assumed roles
+    do too) name it, from the provider's own session (no STS call)."""
+    monkeypatch.setenv("AWS_ACCOUNT_ID", "123456789012")
+    provider = ServiceTokenProvider("no/such/secret", clock=aws.clock)  # its own session
+    with pytest.raises(ConsumerError, match=r"account 123456789012 \(of the credentials\)"):
+        provider.token()
+
+
+def test_without_describe_secret_a_missing_value_names_both_causes(aws: Aws) -> None:
+    """A role that may not call DescribeSecret cannot tell an empty secret from a missing one:
+    the message says both, and why it cannot tell."""
+
+    def refuse(**_: Any) -> None:
+        error: Any = {"Error": {"Code": "AccessDeniedException", "Message": "m"}}
+        raise ClientError(error, "DescribeSecret")
+
+    aws.secrets.meta.events.register("before-call.secrets-manager.DescribeSecret", refuse)
+    with pytest.raises(ConsumerError) as caught:
+        aws.provider().token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.NOT_BOOTSTRAPPED
+    assert "either the stack is not bootstrapped yet" in message
+    assert "no such secret exists there" in message
+    assert "DescribeSecret, which tells the two apart, failed (AccessDeniedException)" in message
 
 
 def test_a_document_that_is_not_one_is_unreadable(aws: Aws) -> None:
@@ -400,6 +440,54 @@ def test_a_failed_request_is_a_clear_error_and_is_not_debounced(aws: Aws) -> Non
     aws.clock.at(5, lambda: aws.publish(TOKEN_B))
     assert provider.refused(TOKEN_A) == TOKEN_B
     assert aws.calls["PutEvents"] == 2
+
+
+def refuse_entries(aws: Aws, code: str, message: str) -> list[int]:
+    """EventBridge's answer to a refused entry: HTTP 200, ``FailedEntryCount`` 1 and the
+    entry's ``ErrorCode`` and ``ErrorMessage`` (PutEventsResultEntry); counts the calls."""
+    refused: list[int] = []
+
+    def answer(**_: Any) -> tuple[Any, dict[str, Any]]:
+        refused.append(1)
+        parsed = {
+            "FailedEntryCount": 1,
+            "Entries": [{"ErrorCode": code, "ErrorMessage": message}],
+            "ResponseMetadata": {"HTTPStatusCode": 200},
+        }
+        return type("Http", (), {"status_code": 200, "headers": {}})(), parsed
+
+    aws.events.meta.events.register("before-call.events.PutEvents", answer)
+    return refused
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "hint"),
+    [
+        (
+            "NotAuthorizedForSourceException",
+            "Not authorized for the source.",
+            "events:PutEvents on the default bus for source 'cmstoken.consumer'",
+        ),
+        ("ThrottlingException", "Rate exceeded.", "a retryable failure"),
+        ("MalformedDetail", "Detail is malformed.", "the rotator was not asked"),
+    ],
+)
+def test_a_refused_entry_in_a_successful_answer_is_a_clear_error_and_is_not_debounced(
+    aws: Aws, code: str, message: str, hint: str
+) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider()
+    refused = refuse_entries(aws, code, message)
+    with pytest.raises(ConsumerError) as caught:
+        provider.refused(TOKEN_A)
+    assert caught.value.reason == consumer.REQUEST_FAILED
+    assert f"({code}: {message})" in str(caught.value)
+    assert hint in str(caught.value)
+    assert aws.clock.sleeps == [], "no wait for a request that was not taken"
+    assert_no_token(str(caught.value))
+    with pytest.raises(ConsumerError, match=code):
+        provider.new_resource()  # not debounced: asked again, refused again
+    assert len(refused) == 2
 
 
 def test_new_resource_requests_a_refresh_and_returns_the_rotated_token(aws: Aws) -> None:

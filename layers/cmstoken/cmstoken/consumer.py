@@ -19,6 +19,14 @@ bearer header of ``requests`` calls:
 ``new_resource`` asks for a rotated token right after the workload created a resource it will
 use (the API's rule), with the same debounce. The call is retried once.
 
+Secrets Manager answers ``ResourceNotFoundException`` both for a secret that does not exist
+where the client asked (a mistyped ARN, another region or account) and for the empty secret of
+a stack that is not bootstrapped yet; on that answer (never on the hot path) the helper asks
+``DescribeSecret`` (the stack's ConsumerPolicy grants it), which tells the two apart:
+``secret_not_found`` names the secret, region and account asked, ``not_bootstrapped`` is the
+existing secret with no value. A refresh request that EventBridge refuses (``FailedEntryCount``
+in a successful answer) is a ``request_failed`` error naming the entry's error.
+
 boto3 is imported on first use only, in a session of the provider's own; messages and logs carry
 fingerprints, never a token.
 """
@@ -43,7 +51,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
 )
-from .redaction import fingerprint
+from .redaction import fingerprint, printable
 from .triggers import REFRESH_REQUESTED
 
 if TYPE_CHECKING:
@@ -57,6 +65,7 @@ logger = logging.getLogger(__name__)
 
 # ConsumerError.reason values.
 NOT_BOOTSTRAPPED = "not_bootstrapped"
+SECRET_NOT_FOUND = "secret_not_found"  # noqa: S105 (a reason code, not a password)
 UNREADABLE = "unreadable"
 UNAVAILABLE = "unavailable"
 EXPIRED = "expired"
@@ -79,16 +88,32 @@ FORBIDDEN_RECHECK_SECONDS = 5.0
 DEFAULT_MIN_REFRESH_INTERVAL_SECONDS = 600
 _BOOTSTRAP_HINT = "run the bootstrap (cmstoken-admin --stack NAME bootstrap)"
 _ROTATOR_HINT = (
-    "check the rotator (its RotationFailed and ReauthorizationRequired alarms and logs), or "
-    "force a rotation (cmstoken-admin --stack NAME rotate)"
+    "check the rotator (its log group /cmstoken/STACK/rotator and its RotationFailingAlarm and "
+    "AuthorizationRequiredAlarm alarms), or force a rotation (cmstoken-admin --stack NAME rotate)"
 )
+# PutEvents entry errors that EventBridge documents as retryable (PutEventsResultEntry).
+_RETRYABLE_ENTRY_CODES = frozenset({"InternalFailure", "ThrottlingException"})
+# Whole-call PutEvents errors that a later request may not meet.
+_TRANSIENT_REQUEST_CODES = frozenset(
+    {"InternalException", "InternalFailure", "ThrottlingException", "ServiceUnavailable"}
+)
+# PutEvents errors (of the call or of the entry) that a permission fixes.
+_PERMISSION_CODES = frozenset(
+    {
+        "AccessDeniedException",
+        "NotAuthorizedForSourceException",
+        "NotAuthorizedForDetailTypeException",
+    }
+)
+# Provider text kept in a message: at most this many characters.
+_AWS_TEXT_LIMIT = 200
 # new_resource keeps the current token (with a warning) after these outcomes.
 _NO_ROTATION = frozenset({REFRESH_DEBOUNCED, REFRESH_TIMEOUT, STILL_REFUSED})
 
 
 class ConsumerError(CmsTokenError):
     """No usable service token. ``reason`` is one of this module's reason constants
-    (``not_bootstrapped``, ``unreadable``, ``unavailable``, ``expired``,
+    (``not_bootstrapped``, ``secret_not_found``, ``unreadable``, ``unavailable``, ``expired``,
     ``reauthorization_required``, ``request_failed``, ``refresh_debounced``,
     ``refresh_timeout``, ``still_refused``); ``retry_at`` (epoch seconds) is when a refresh
     request can work again, for the last three."""
@@ -426,15 +451,14 @@ class ServiceTokenProvider:
     def _read(self) -> ServiceTokenDocument:
         """The secret's document, read now (no cache); ``ConsumerError`` when there is none."""
         try:
-            text = self._secret_store().read(self.secret_id).text
+            value = self._secret_store().read(self.secret_id)
         except StoreError as exc:
-            raise _store_failure(exc) from exc
+            raise self._store_failure(exc) from exc
+        text = value.text
+        if text is None and value.version_id is None:
+            raise self._not_found()  # GetSecretValue said ResourceNotFoundException
         if text is None or not text.strip():
-            raise ConsumerError(
-                f"the service token secret {self.secret_id!r} has no value (or does not exist): "
-                f"the stack is not bootstrapped yet: {_BOOTSTRAP_HINT}",
-                reason=NOT_BOOTSTRAPPED,
-            )
+            raise _not_bootstrapped(self.secret_id)
         try:
             document = ServiceTokenDocument.from_json(text)
         except DocumentError as exc:
@@ -450,6 +474,97 @@ class ServiceTokenProvider:
             },
         )
         return document
+
+    def _not_found(self) -> ConsumerError:
+        """Why GetSecretValue found nothing: ``DescribeSecret`` answers for the secret itself.
+        An existing secret without a current value is the empty secret the stack created (not
+        bootstrapped); no secret there is a configuration error. Called only on this path."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.secrets_client.describe_secret(SecretId=self.secret_id)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code") or "Unknown"
+            if code == "ResourceNotFoundException":
+                return ConsumerError(
+                    f"the service token secret {self.secret_id!r} does not exist where it was "
+                    f"asked for ({self._where()}): the secret id or the consumer's region is "
+                    f"wrong{self._mismatch()}; use the stack's ServiceTokenSecretArn output, "
+                    "from a client in the stack's region",
+                    reason=SECRET_NOT_FOUND,
+                )
+            undecided = code
+        except BotoCoreError as exc:
+            undecided = type(exc).__name__
+        else:
+            return _not_bootstrapped(self.secret_id)
+        return ConsumerError(
+            f"Secrets Manager has no value for the service token secret {self.secret_id!r} "
+            f"({self._where()}): either the stack is not bootstrapped yet ({_BOOTSTRAP_HINT}) "
+            f"or no such secret exists there (the secret id or the consumer's region is "
+            f"wrong{self._mismatch()}); DescribeSecret, which tells the two apart, failed "
+            f"({undecided}): the stack's ConsumerPolicy grants it",
+            reason=NOT_BOOTSTRAPPED,
+        )
+
+    def _store_failure(self, exc: StoreError) -> ConsumerError:
+        if isinstance(exc, StoreUnavailableError):
+            return ConsumerError(f"{exc}; retry later", reason=UNAVAILABLE)
+        hint = (
+            "the workload needs secretsmanager:GetSecretValue on the service token secret (the "
+            "stack's ConsumerPolicy grants it)"
+        )
+        if exc.code == "AccessDeniedException":
+            hint += (
+                ", and the secret id must be the stack's ServiceTokenSecretArn output, asked in "
+                "the stack's region (that policy allows no other secret)"
+            )
+        return ConsumerError(f"{exc} ({self._where()}); {hint}", reason=UNREADABLE)
+
+    def _where(self) -> str:
+        """The region and account the secret was asked for, for messages: the region from the
+        client, the account from the ARN, else from the credentials when they carry it (no
+        STS call)."""
+        region = self.secrets_client.meta.region_name or "none configured"
+        arn = _secret_arn(self.secret_id)
+        if arn is not None:
+            return f"region {region}, account {arn.account} (from the ARN)"
+        account = self._credentials_account()
+        if account is not None:
+            return f"region {region}, account {account} (of the credentials)"
+        return f"region {region}, the credentials' account"
+
+    def _mismatch(self) -> str:
+        """Where an ARN names another region or account than the client's, that difference."""
+        arn = _secret_arn(self.secret_id)
+        if arn is None:
+            return ""
+        region = self.secrets_client.meta.region_name
+        if region and arn.region != region:
+            return (
+                f" (the ARN is in region {arn.region}, the client asks region {region}: run the "
+                f"consumer in {arn.region}, e.g. AWS_REGION={arn.region})"
+            )
+        account = self._credentials_account()
+        if account is not None and arn.account != account:
+            return f" (the ARN is in account {arn.account}, the credentials in account {account})"
+        return ""
+
+    def _credentials_account(self) -> str | None:
+        """The account id of the provider's session's credentials, when they carry one
+        (``AWS_ACCOUNT_ID``, a profile's ``aws_account_id``, SSO or assumed-role credentials):
+        already resolved, no call. ``None`` for an injected client or credentials without it."""
+        from botocore.exceptions import BotoCoreError
+
+        session = self._session
+        if session is None:
+            return None
+        try:
+            credentials = session.get_credentials()
+            account = getattr(credentials, "account_id", None)
+        except BotoCoreError:  # a diagnosis must never hide the error it explains
+            return None
+        return account if isinstance(account, str) and account else None
 
     def _remember(self, document: ServiceTokenDocument) -> ServiceTokenDocument:
         """Cache a usable document; ``ConsumerError`` when its token has expired."""
@@ -531,8 +646,9 @@ class ServiceTokenProvider:
         logger.info("service token refresh requested", extra={**detail, "event_id": event_id})
         return now
 
-    def _put_event(self, detail: dict[str, str]) -> str | None:
-        """Put one ``Service Token Refresh Requested`` event on the default bus."""
+    def _put_event(self, detail: dict[str, str]) -> str:
+        """Put one ``Service Token Refresh Requested`` event on the default bus; its event id.
+        ``ConsumerError`` when the call fails or EventBridge refuses the entry."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -545,17 +661,44 @@ class ServiceTokenProvider:
                     }
                 ]
             )
-        except (ClientError, BotoCoreError) as exc:
-            code = (
-                exc.response.get("Error", {}).get("Code")
-                if isinstance(exc, ClientError)
-                else type(exc).__name__
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            transient = code in _TRANSIENT_REQUEST_CODES or status >= 500
+            raise self._request_failure(code, transient=transient) from exc
+        except BotoCoreError as exc:  # no answer (connection, timeout)
+            raise self._request_failure(type(exc).__name__, transient=True) from exc
+        # PutEvents answers 200 when it refuses an entry: FailedEntryCount and the entry's
+        # ErrorCode and ErrorMessage say so (PutEventsResultEntry).
+        entries = answer.get("Entries") or [{}]
+        result = entries[0]
+        if answer.get("FailedEntryCount") or "ErrorCode" in result or "EventId" not in result:
+            code = result.get("ErrorCode") or "no EventId in the answer"
+            raise self._request_failure(
+                code,
+                result.get("ErrorMessage"),
+                transient=code in _RETRYABLE_ENTRY_CODES,
             )
-            raise _request_failure(code) from exc
-        result = answer["Entries"][0] if answer.get("Entries") else {}
-        if answer.get("FailedEntryCount") or "ErrorCode" in result:
-            raise _request_failure(result.get("ErrorCode"))
-        return result.get("EventId")
+        return result["EventId"]
+
+    def _request_failure(
+        self, code: str | None, message: str | None = None, *, transient: bool
+    ) -> ConsumerError:
+        what = f"{code}: {_aws_text(message)}" if message else f"{code}"
+        if transient:
+            hint = "a retryable failure: EventBridge may take a later request"
+        elif code in _PERMISSION_CODES:
+            hint = (
+                f"the workload needs events:PutEvents on the default bus for source "
+                f"{self.event_source!r} (the stack's ConsumerRefreshRequestPolicy grants it for "
+                f"'cmstoken.consumer')"
+            )
+        else:
+            hint = "EventBridge refused the event; the rotator was not asked"
+        return ConsumerError(
+            f"could not request a service token refresh on the default event bus ({what}); {hint}",
+            reason=REQUEST_FAILED,
+        )
 
 
 class ServiceTokenAuth(AuthBase):
@@ -649,19 +792,31 @@ def _expired(document: ServiceTokenDocument) -> ConsumerError:
     )
 
 
-def _store_failure(exc: StoreError) -> ConsumerError:
-    if isinstance(exc, StoreUnavailableError):
-        return ConsumerError(f"{exc}; retry later", reason=UNAVAILABLE)
+def _not_bootstrapped(secret_id: str) -> ConsumerError:
     return ConsumerError(
-        f"{exc}; the workload needs secretsmanager:GetSecretValue on the service token secret "
-        "(the stack's ConsumerPolicy grants it)",
-        reason=UNREADABLE,
+        f"the service token secret {secret_id!r} exists but has no value: the stack is not "
+        f"bootstrapped yet: {_BOOTSTRAP_HINT}",
+        reason=NOT_BOOTSTRAPPED,
     )
 
 
-def _request_failure(code: str | None) -> ConsumerError:
-    return ConsumerError(
-        f"could not request a service token refresh on the default event bus ({code}); the "
-        "workload needs events:PutEvents on it",
-        reason=REQUEST_FAILED,
-    )
+@dataclass(frozen=True)
+class _Arn:
+    region: str
+    account: str
+
+
+def _secret_arn(secret_id: str) -> _Arn | None:
+    """The region and account of a Secrets Manager ARN (``None`` for a name)."""
+    parts = secret_id.split(":", 6)
+    if len(parts) < 7 or parts[0] != "arn" or parts[2] != "secretsmanager":
+        return None
+    return _Arn(region=parts[3], account=parts[4])
+
+
+def _aws_text(text: str) -> str:
+    """An error text from AWS, printable and short."""
+    text = printable(text)
+    if len(text) > _AWS_TEXT_LIMIT:
+        text = text[: _AWS_TEXT_LIMIT - 3] + "..."
+    return text
