@@ -197,18 +197,9 @@ def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_toke
     )
     arn = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
     started = time.monotonic()
-    process = subprocess.Popen(
-        ["bash", "-c", recipe("refresh-request")],
-        env={**env, "SECRET_ARN": arn},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_refresh_request(env, arn)
     try:
-        messages: list[Any] = []
-        while not messages and time.monotonic() - started < 30:
-            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
-        assert messages, "no refresh request reached the rule's target"
+        messages = wait_for_refresh_request(sqs, queue, started)
         assert time.monotonic() - started >= 2, "the request did not wait out the debounce"
         event = json.loads(messages[0]["Body"])
         assert event["source"] == "cmstoken.consumer"
@@ -246,6 +237,27 @@ def publish_refreshed(stack: Stack, seconds_ago: float, **fields: Any) -> str:
     )
     arn: str = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
     return arn
+
+
+def start_refresh_request(env: dict[str, str], arn: str) -> subprocess.Popen[str]:
+    """The README's refresh-request recipe, running in the background."""
+    return subprocess.Popen(
+        ["bash", "-c", recipe("refresh-request")],
+        env={**env, "SECRET_ARN": arn},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_refresh_request(sqs: Any, queue: str, started: float) -> list[Any]:
+    """Wait (at most 30 s from ``started``) for the request to reach the rule's target; the
+    messages that arrived."""
+    messages: list[Any] = []
+    while not messages and time.monotonic() - started < 30:
+        messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+    assert messages, "no refresh request reached the rule's target"
+    return messages
 
 
 def run_refresh_request(env: dict[str, str], **variables: str) -> subprocess.CompletedProcess[str]:
@@ -430,18 +442,9 @@ def test_the_refresh_request_recipe_stops_when_the_rotator_meets_a_refused_crede
     stack.seed()
     arn = publish_refreshed(stack, 3600)
     started = time.monotonic()
-    process = subprocess.Popen(
-        ["bash", "-c", recipe("refresh-request")],
-        env={**env, "SECRET_ARN": arn},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_refresh_request(env, arn)
     try:
-        messages: list[Any] = []
-        while not messages and time.monotonic() - started < 30:
-            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
-        assert messages, "no refresh request reached the rule's target"
+        messages = wait_for_refresh_request(sqs, queue, started)
         stack.emulator.revoke_family(stack.newest_refresh_token())
         stack.emulator.advance(template_default("MinRefreshIntervalSeconds") + 1)
         with pytest.raises(ReauthorizationRequiredError):

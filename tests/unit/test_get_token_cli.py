@@ -611,6 +611,17 @@ def test_an_empty_refresh_token_variable_is_a_usage_error(
     assert parsed.refresh_token == "v1.given"
 
 
+def renew(client: ServiceClient) -> int:
+    """``get-token -r`` with a token, its output discarded."""
+    return run(
+        options(refresh_token="v1.old-refresh-token"),
+        client,
+        stdin=None,
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+
+
 def refresh_run(script: list[Answer]) -> tuple[int, ScriptedTransport, FakeClock, str]:
     client, transport, clock = service([])
     transport.script = script
@@ -668,13 +679,7 @@ def test_a_rate_limited_refresh_is_sent_again_after_the_hint() -> None:
 def test_a_refresh_that_may_have_been_acted_on_is_never_sent_again(failure: Answer) -> None:
     client, transport, _ = service([response(200, PROVIDER_DOCUMENT), failure])
     with pytest.raises(TransientError):
-        run(
-            options(refresh_token="v1.old-refresh-token"),
-            client,
-            stdin=None,
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
+        renew(client)
     assert [sent.endpoint for sent in transport.sent] == ["provider", "refresh"]
 
 
@@ -682,13 +687,7 @@ def test_a_connection_that_cannot_be_made_fails_at_once() -> None:
     refused = UpstreamConnectionError("provider: cannot reach", endpoint="provider")
     client, transport, clock = service([refused])
     with pytest.raises(UpstreamConnectionError):
-        run(
-            options(refresh_token="v1.old-refresh-token"),
-            client,
-            stdin=None,
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
+        renew(client)
     assert len(transport.sent) == 1
     assert clock.sleeps == []
 
@@ -697,13 +696,7 @@ def test_retries_wait_at_most_the_budget_in_all() -> None:
     client, transport, clock = service([])
     transport.script = [rate_limited(20) for _ in range(20)]
     with pytest.raises(RateLimitedError):
-        run(
-            options(refresh_token="v1.old-refresh-token"),
-            client,
-            stdin=None,
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
+        renew(client)
     assert sum(clock.sleeps) <= get_token.RETRY_BUDGET_SECONDS
     assert clock.sleeps  # it did wait, within the budget
     assert len(transport.sent) == len(clock.sleeps) + 1
@@ -713,13 +706,7 @@ def test_a_hint_longer_than_the_policy_allows_is_not_waited_for() -> None:
     code_hint = int(get_token.RETRIES.max_retry_after) + 1
     client, transport, clock = service([response(200, PROVIDER_DOCUMENT), rate_limited(code_hint)])
     with pytest.raises(RateLimitedError):
-        run(
-            options(refresh_token="v1.old-refresh-token"),
-            client,
-            stdin=None,
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
+        renew(client)
     assert clock.sleeps == []
     assert len(transport.sent) == 2
 
