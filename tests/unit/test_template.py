@@ -287,7 +287,14 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
 
     model = botocore.session.get_session().get_service_model("secretsmanager")
     by_method = {botocore.xform_name(name): name for name in model.operation_names}
-    code = "\n".join(p.read_text() for p in Path(cmstoken.__file__).parent.glob("*.py"))
+    # The functions' code: the library less what runs elsewhere (the consumer helper in
+    # workloads, whose policy grants DescribeSecret too; the operator's and the user's tools).
+    elsewhere = {"consumer.py", "get_token.py"}
+    code = "\n".join(
+        p.read_text()
+        for p in Path(cmstoken.__file__).parent.glob("*.py")
+        if p.name not in elsewhere and not p.name.startswith("admin")
+    )
     called = {
         f"secretsmanager:{by_method[method]}"
         for method in re.findall(r"\.([a-z_]+)\(", code)
