@@ -7,11 +7,13 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from requests.structures import CaseInsensitiveDict
@@ -478,3 +480,46 @@ HOSTILE_TEXT = [
     "\u2028",  # a line separator
 ]
 DANGEROUS_CHARACTERS = ("\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\r")
+
+
+# A name that must not resolve, and a resolver that says so without asking any name server:
+# tests reach no outside address, not even the machine's DNS server.
+UNRESOLVABLE_HOST = "nonexistent.invalid"
+_NO_DNS_SITECUSTOMIZE = """\
+import socket
+
+_getaddrinfo = socket.getaddrinfo
+
+
+def _local_only(host, *args, **kwargs):
+    name = host.decode("ascii") if isinstance(host, bytes) else host
+    if isinstance(name, str) and name.endswith(".invalid"):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.getaddrinfo = _local_only
+"""
+
+
+def refuse_invalid_names(monkeypatch: Any) -> None:
+    """In this process, ``*.invalid`` fails to resolve at once, as a name server would say."""
+    import socket
+
+    resolve = socket.getaddrinfo
+
+    def local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode("ascii") if isinstance(host, bytes) else host
+        if isinstance(name, str) and name.endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", local_only)
+
+
+def env_refusing_invalid_names(directory: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a Python subprocess in which ``*.invalid`` fails to resolve at once (a
+    ``sitecustomize`` in ``directory``, first on ``PYTHONPATH``)."""
+    (directory / "sitecustomize.py").write_text(_NO_DNS_SITECUSTOMIZE)
+    path = env.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": f"{directory}{os.pathsep}{path}" if path else str(directory)}

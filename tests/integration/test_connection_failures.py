@@ -19,6 +19,7 @@ import pytest
 from cmsemu import Emulator
 from cmstoken.errors import UpstreamConnectionError
 from cmstoken.service import ServiceClient
+from support import UNRESOLVABLE_HOST, refuse_invalid_names
 
 pytestmark = pytest.mark.integration
 
@@ -125,8 +126,9 @@ def test_a_closed_port() -> None:
     assert not error.outcome_unknown
 
 
-def test_an_unresolvable_name() -> None:
-    error = provider_failure("https://nonexistent.invalid")
+def test_an_unresolvable_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    refuse_invalid_names(monkeypatch)  # no name server is asked
+    error = provider_failure(f"https://{UNRESOLVABLE_HOST}")
     assert "cannot reach https://nonexistent.invalid: name not resolved" in str(error)
     assert not error.outcome_unknown
 

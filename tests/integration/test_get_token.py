@@ -18,11 +18,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cmsemu import Emulator
+from support import UNRESOLVABLE_HOST, env_refusing_invalid_names
 
 pytestmark = pytest.mark.integration
 
@@ -570,8 +572,11 @@ def test_https_to_a_plain_http_server_is_named_a_tls_failure(emu: Emulator) -> N
     assert emu.counts["refresh"] == 0
 
 
-def test_an_unresolvable_name_is_named() -> None:
-    outcome = run(["--base-url", "https://nonexistent.invalid", "-r", "-"], stdin="v1.x-token")
+def test_an_unresolvable_name_is_named(tmp_path: Path) -> None:
+    env = env_refusing_invalid_names(tmp_path, environment())  # no name server is asked
+    outcome = run(
+        ["--base-url", f"https://{UNRESOLVABLE_HOST}", "-r", "-"], stdin="v1.x-token", env=env
+    )
     assert outcome.returncode == 1
     assert "name not resolved" in outcome.stderr
     assert "https://nonexistent.invalid" in outcome.stderr
