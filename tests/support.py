@@ -523,3 +523,13 @@ def env_refusing_invalid_names(directory: Path, env: dict[str, str]) -> dict[str
     (directory / "sitecustomize.py").write_text(_NO_DNS_SITECUSTOMIZE)
     path = env.get("PYTHONPATH", "")
     return {**env, "PYTHONPATH": f"{directory}{os.pathsep}{path}" if path else str(directory)}
+
+
+def interruptible() -> None:
+    """For ``subprocess.Popen(preexec_fn=...)`` of a process a test stops with SIGINT: restore
+    SIGINT's default in the child. A shell starts background jobs with SIGINT ignored, the
+    children inherit that, and Python then raises no ``KeyboardInterrupt``: a test run from
+    such a job would wait forever for a Ctrl-C that never lands."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from support import interruptible
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +53,7 @@ def test_demo_stops_its_servers_on_ctrl_c() -> None:
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "demo.py")],
         env={**os.environ, "INTERACTIVE": "1"},
+        preexec_fn=interruptible,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -106,6 +109,7 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "demo.py")],
         env={**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file)},
+        preexec_fn=interruptible,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=stderr,

@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from cmsemu import Emulator, EmulatorConfig
+from support import interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -654,6 +655,7 @@ def test_python_m_cmsemu_serves_until_sigint() -> None:
         [sys.executable, "-m", "cmsemu", "--auto-approve"],
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert process.stdout is not None

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from support import UNRESOLVABLE_HOST, env_refusing_invalid_names
+from support import UNRESOLVABLE_HOST, env_refusing_invalid_names, interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +93,7 @@ def interactive(
     the end."""
     process = subprocess.Popen(
         [*COMMAND, "--base-url", emu.base_url, *args],
+        preexec_fn=interruptible,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
