@@ -114,10 +114,16 @@ def may_send_again(error: BaseException) -> bool:
     (``outcome_unknown``), nor after any 2xx answer: a refresh token or device code the
     upstream may have spent is never presented again while its answer could still come.
     """
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and 200 <= status < 300:
+    if answered_2xx(error):
         return False
     return isinstance(error, TransientError) and not error.outcome_unknown
+
+
+def answered_2xx(error: BaseException) -> bool:
+    """Whether the error came with a 2xx status: the upstream acted (a refresh token is spent,
+    a device code consumed), whatever went wrong with the rest of its answer."""
+    status = getattr(error, "status", None)
+    return isinstance(status, int) and 200 <= status < 300
 
 
 class ServerError(TransientError):

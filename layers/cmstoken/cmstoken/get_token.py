@@ -556,9 +556,10 @@ class _Retries:
         operation: Callable[[], T],
         *,
         description: str,
-        retryable: Callable[[BaseException], bool],
+        retryable: Callable[[BaseException], bool] | None,
     ) -> T:
-        """``operation``, its ``TransientError``s approved by ``retryable`` sent again."""
+        """``operation``, its ``TransientError``s approved by ``retryable`` (``None``: all)
+        sent again."""
         failures: list[BaseException] = []
 
         def attempt() -> T:
@@ -606,11 +607,6 @@ def _refused_for_now(error: BaseException) -> bool:
     likely than not) fails at once, and an answer that may have been acted on (a timeout, a
     dropped connection, a 502 or 504, a garbled or any 2xx answer) is never sent again."""
     return isinstance(error, RateLimitedError | ServerError) and may_send_again(error)
-
-
-def _sendable_again(_: BaseException) -> bool:
-    """The exchange: the raw access token it sends stays valid for another attempt."""
-    return True
 
 
 class Countdown:
@@ -775,7 +771,7 @@ def exchange(service: ServiceClient, result: Result, retries: _Retries | None = 
             tokens.access_token, fallback_expires_at=tokens.access_token_expires_at
         ),
         description="exchange",
-        retryable=_sendable_again,
+        retryable=None,  # the raw access token it sends stays valid for another attempt
     )
     return Result(tokens=tokens, scope=result.scope, service_token=service_token)
 

@@ -52,6 +52,7 @@ from .errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
+    answered_2xx,
     may_send_again,
 )
 from .notifications import Notifier
@@ -268,8 +269,7 @@ class Rotator:
         except CredentialRejectedError as exc:
             raise self._credential_rejected(credential, exc, deadline) from exc
         except Exception as exc:
-            status = getattr(exc, "status", None)
-            if isinstance(status, int) and 200 <= status < 300:
+            if answered_2xx(exc):
                 logger.critical(
                     "the identity provider answered the refresh (2xx) but no usable refresh "
                     "token could be read from its answer; the one sent is spent and is not "
