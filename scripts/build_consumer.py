@@ -1,8 +1,9 @@
 """`make dist`: the consumer helper as a wheel of its own, for workloads outside Lambda.
 
-The wheel (``cmstoken-consumer``) carries the ``cmstoken`` modules the consumer helper imports
-and nothing else (no functions' code, no command-line tools, no emulator), and depends on
-requests and boto3 only. The module list is checked: the helper must import with it alone.
+The wheel (``cmstoken-consumer``) carries the ``cmstoken`` folders the consumer helper imports
+(``consumer/``, ``aws/`` and ``core/``, with the package's ``__init__.py``) and nothing else (no
+functions' code, no command-line tools, no emulator), and depends on requests and boto3 only.
+The folder list is checked: the helper must import with it alone.
 Built with ``python -m build`` from a staging directory, without build isolation (offline).
 """
 
@@ -17,19 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "layers" / "cmstoken" / "cmstoken"
 TEMPLATE = ROOT / "packaging" / "consumer"
-# What ``cmstoken.consumer`` imports, directly or through the modules it imports.
-MODULES = (
-    "__init__.py",
-    "aws.py",
-    "clock.py",
-    "consumer.py",
-    "documents.py",
-    "errors.py",
-    "redaction.py",
-    "store.py",
-    "triggers.py",
-    "py.typed",
-)
+# What ``cmstoken.consumer`` imports, directly or through the modules it imports: the layers
+# below it (see ``cmstoken/__init__.py``).
+FOLDERS = ("consumer", "aws", "core")
+FILES = ("__init__.py", "py.typed")
 
 
 def version() -> str:
@@ -43,9 +35,14 @@ def main(outdir: str = "dist") -> int:
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cmstoken-consumer-") as stage_name:
         stage = Path(stage_name)
-        (stage / "src" / "cmstoken").mkdir(parents=True)
-        for module in MODULES:
-            shutil.copy2(PACKAGE / module, stage / "src" / "cmstoken" / module)
+        package = stage / "src" / "cmstoken"
+        package.mkdir(parents=True)
+        for name in FILES:
+            shutil.copy2(PACKAGE / name, package / name)
+        for folder in FOLDERS:
+            shutil.copytree(
+                PACKAGE / folder, package / folder, ignore=shutil.ignore_patterns("__pycache__")
+            )
         shutil.copy2(ROOT / "LICENSE", stage / "LICENSE")
         shutil.copy2(TEMPLATE / "README.md", stage / "README.md")
         pyproject = (TEMPLATE / "pyproject.toml.in").read_text().replace("@VERSION@", version())

@@ -166,7 +166,7 @@ class _Announcing:
         self.invoker = invoker
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        from cmstoken.admin import AdminError
+        from cmstoken.cli.admin import AdminError
 
         stamp = time.strftime("%H:%M:%S")
         try:
@@ -193,11 +193,11 @@ def run_lifecycle(
     import boto3
 
     from cmstoken import runtime
-    from cmstoken.admin import StackFunctions, bootstrap
+    from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
+    from cmstoken.cli.admin import StackFunctions, bootstrap
     from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
-    from cmstoken.documents import RefreshSecret, ServiceTokenDocument
-    from cmstoken.models import parse_project_listing
-    from cmstoken.redaction import fingerprint
+    from cmstoken.core.redaction import fingerprint
+    from cmstoken.upstream.models import parse_project_listing
 
     secrets = boto3.client("secretsmanager")
     create_secrets(secrets)
@@ -267,7 +267,7 @@ def _scheduled(invoker: Any, functions: Any) -> str:
 
 
 def _iso(epoch: float) -> str:
-    from cmstoken.clock import to_iso
+    from cmstoken.core.clock import to_iso
 
     return to_iso(epoch)
 

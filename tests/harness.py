@@ -12,14 +12,14 @@ from botocore.exceptions import ClientError
 
 from cmsemu import Emulator
 from cmstoken import runtime
-from cmstoken.documents import (
+from cmstoken.aws.documents import (
     STATUS_ACTIVE,
     RefreshCredential,
     RefreshSecret,
     ServiceTokenDocument,
 )
-from cmstoken.errors import DocumentError
-from cmstoken.service import ServiceClient
+from cmstoken.core.errors import DocumentError
+from cmstoken.upstream.service import ServiceClient
 from support import EmulatorClock, load_handler
 
 REFRESH_SECRET = "cmstoken/refresh-credential"
@@ -151,7 +151,7 @@ def refuse_rotation_writes(code: str | None, times: int, *, after: int = 0) -> d
 
 def record_secret_writes(monkeypatch: Any) -> list[str]:
     """The secret id of every Secrets Manager write from now on, in order."""
-    from cmstoken.store import SecretStore
+    from cmstoken.aws.secrets import SecretStore
 
     writes: list[str] = []
     write = SecretStore.write
@@ -169,7 +169,7 @@ def refresh_request_queue() -> tuple[Any, str]:
     bus (standing in for the rotator's rule): the SQS client and the queue's URL."""
     import boto3
 
-    from cmstoken.triggers import REFRESH_REQUESTED
+    from cmstoken.core.triggers import REFRESH_REQUESTED
 
     sqs = boto3.client("sqs")
     events = boto3.client("events")

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from requests.structures import CaseInsensitiveDict
 
-from cmstoken.errors import CmsTokenError
-from cmstoken.http import HttpResponse, HttpTransport
+from cmstoken.core.errors import CmsTokenError
+from cmstoken.upstream.http import HttpResponse, HttpTransport
 
 # Sample upstream documents, shaped as service-api.md section 2 and SPEC section 2 describe.
 PROVIDER_DOCUMENT: dict[str, Any] = {
@@ -370,7 +370,7 @@ class LogScan:
     ) -> list[str]:
         """Fingerprints of the secrets (given, and seen on the wire except ``except_fields``)
         found in ``texts``, and the start of any JWT-shaped string found there."""
-        from cmstoken.redaction import fingerprint
+        from cmstoken.core.redaction import fingerprint
 
         text = "\n".join(texts)
         values = {s for s in secrets if s} | self.wire.values(except_fields=except_fields)

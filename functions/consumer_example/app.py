@@ -11,8 +11,8 @@ import requests
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.models import parse_project_listing
 from cmstoken.observability import logger
+from cmstoken.upstream.models import parse_project_listing
 
 
 @cache

@@ -7,10 +7,10 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
-from cmstoken.errors import CmsTokenError
+from cmstoken.core.errors import CmsTokenError
+from cmstoken.core.triggers import RotationRequest
 from cmstoken.observability import logger, metrics, record_run, tag_version
-from cmstoken.rotation import Rotator
-from cmstoken.triggers import RotationRequest
+from cmstoken.rotation.rotator import Rotator
 
 
 @metrics.log_metrics

@@ -15,7 +15,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from cmstoken.admin import (
+from cmstoken.cli.admin import (
     AdminError,
     LambdaInvoker,
     LocalInvoker,
@@ -129,7 +129,7 @@ def test_a_function_error_is_reported(stack: Stack, invoker: LocalInvoker) -> No
 
 
 def test_a_tty_gets_a_live_countdown(stack: Stack, invoker: LocalInvoker) -> None:
-    from cmstoken.admin import _Countdown
+    from cmstoken.cli.admin import _Countdown
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -16,8 +16,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
-from cmstoken import admin, admin_aws
-from cmstoken.admin import main
+from cmstoken.cli import admin, admin_aws
+from cmstoken.cli.admin import main
 
 pytestmark = pytest.mark.integration
 

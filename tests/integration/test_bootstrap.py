@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import ConfigurationError, ReauthorizationRequiredError
-from cmstoken.identity import IdentityClient
-from cmstoken.store import SecretStore
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.core.errors import ConfigurationError, ReauthorizationRequiredError
+from cmstoken.upstream.identity import IdentityClient
 from harness import (
     REFRESH_SECRET,
     SERVICE_SECRET,
@@ -714,7 +714,7 @@ def test_a_slow_down_is_stored_once(stack: Stack, monkeypatch: pytest.MonkeyPatc
 def test_a_rotation_during_the_candidates_verification_is_never_written_back(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, verified: bool
 ) -> None:
-    from cmstoken.service import ServiceClient
+    from cmstoken.upstream.service import ServiceClient
 
     assert bootstrap(stack)["status"] == "authorized"
     stack.emulator.advance(19 * HOUR)  # a rotation is due
@@ -755,7 +755,7 @@ def test_a_rotation_during_the_candidates_verification_is_never_written_back(
 def test_a_candidate_survives_a_crash_and_the_next_poll_finishes_it(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cmstoken.publishing import Publisher
+    from cmstoken.rotation.publishing import Publisher
 
     assert bootstrap(stack)["status"] == "authorized"
     old = stack.newest_refresh_token()

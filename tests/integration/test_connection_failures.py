@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.errors import UpstreamConnectionError
-from cmstoken.service import ServiceClient
+from cmstoken.core.errors import UpstreamConnectionError
+from cmstoken.upstream.service import ServiceClient
 from support import UNRESOLVABLE_HOST, refuse_invalid_names
 
 pytestmark = pytest.mark.integration

@@ -14,11 +14,11 @@ import boto3
 import pytest
 import requests
 
-from cmstoken import consumer
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.errors import ReauthorizationRequiredError
-from cmstoken.redaction import fingerprint
-from cmstoken.triggers import REFRESH_REQUESTED
+from cmstoken.consumer import provider as consumer
+from cmstoken.core.errors import ReauthorizationRequiredError
+from cmstoken.core.redaction import fingerprint
+from cmstoken.core.triggers import REFRESH_REQUESTED
 from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
 
 pytestmark = pytest.mark.integration

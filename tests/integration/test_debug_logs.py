@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from cmstoken import get_token
-from cmstoken.http import HttpTransport, Timeouts
-from cmstoken.redaction import fingerprint
+from cmstoken.cli import get_token
+from cmstoken.core.redaction import fingerprint
+from cmstoken.upstream.http import HttpTransport, Timeouts
 from support import LogScan, scan_logs
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def test_a_token_in_a_debug_records_extra_fields_or_exception_is_caught(
 ) -> None:
     """A header or a body in ``extra`` (what a careless ``logger.debug`` in http.py would add),
     or in an exception's text: the record keeper and the functions' JSON lines both hold it."""
-    library = logging.getLogger("cmstoken.http")
+    library = logging.getLogger("cmstoken.upstream.http")
     library.debug("request", extra={"headers": {"Authorization": f"Bearer {CANARY}"}})
     captured = capsys.readouterr()
     assert f"Bearer {CANARY}" in captured.out  # the Powertools handler writes extra fields
@@ -80,8 +80,8 @@ def test_the_wire_collects_the_secrets_of_requests_and_answers(
     emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the scans look for beyond the stored secrets: every token field sent or received."""
-    from cmstoken.identity import IdentityClient
-    from cmstoken.service import ServiceClient
+    from cmstoken.upstream.identity import IdentityClient
+    from cmstoken.upstream.service import ServiceClient
 
     with scan_logs("INFO", monkeypatch, functions=False) as scan:
         issued = emulator.issue_tokens()

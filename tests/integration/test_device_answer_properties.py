@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from answer_shapes import DROP, KEEP, AnswerShape, answer_shapes, set_
-from cmstoken.documents import RefreshSecret
+from cmstoken.aws.documents import RefreshSecret
 from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
 
 pytestmark = pytest.mark.integration

@@ -19,13 +19,15 @@ import boto3
 import pytest
 
 import cmstoken
-from cmstoken.documents import ServiceTokenDocument
+from cmstoken.aws.documents import ServiceTokenDocument
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from build_consumer import MODULES  # noqa: E402
+from build_consumer import FILES, FOLDERS  # noqa: E402
+
+PACKAGE = ROOT / "layers" / "cmstoken" / "cmstoken"
 
 WHEEL = ROOT / "dist" / f"cmstoken_consumer-{cmstoken.__version__}-py3-none-any.whl"
 READER = """
@@ -58,7 +60,14 @@ def test_the_wheel_carries_the_helper_and_nothing_else(wheel: Path) -> None:
             archive.read(f"cmstoken_consumer-{cmstoken.__version__}.dist-info/METADATA")
         )
     modules = {name.removeprefix("cmstoken/") for name in names if name.startswith("cmstoken/")}
-    assert modules == set(MODULES)
+    # The package's face and the consumer's folders, every module of them, and nothing else.
+    expected = set(FILES) | {
+        path.relative_to(PACKAGE).as_posix()
+        for folder in FOLDERS
+        for path in (PACKAGE / folder).glob("*.py")
+    }
+    assert modules == expected
+    assert {m.partition("/")[0] for m in modules if "/" in m} == {"consumer", "aws", "core"}
     assert all(n.startswith(("cmstoken/", "cmstoken_consumer-")) for n in names), names
     assert metadata["Name"] == "cmstoken-consumer"
     assert metadata["Version"] == cmstoken.__version__

@@ -28,7 +28,7 @@ from support import UNRESOLVABLE_HOST, env_refusing_invalid_names, interruptible
 
 pytestmark = pytest.mark.integration
 
-COMMAND = [sys.executable, "-m", "cmstoken.get_token"]
+COMMAND = [sys.executable, "-m", "cmstoken.cli.get_token"]
 USER_CODE = re.compile(r"[B-Z]{4}-[B-Z]{4}")
 JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.")
 TIMEOUT = 90.0  # a bound for a hung process on a busy machine, not a speed check
@@ -408,7 +408,7 @@ def test_help() -> None:
 
 def test_no_aws_modules_on_the_import_path() -> None:
     code = (
-        "import sys, cmstoken.get_token; print(sorted(m for m in sys.modules "
+        "import sys, cmstoken.cli.get_token; print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('boto3','botocore','aws_lambda_powertools')))"
     )
     result = subprocess.run(
@@ -471,7 +471,7 @@ def test_a_base_url_ending_in_api_is_recognised(emu: Emulator) -> None:
 def test_help_and_usage_errors_import_no_http_library() -> None:
     probe = (
         "import sys, contextlib, io\n"
-        "from cmstoken.get_token import main\n"
+        "from cmstoken.cli.get_token import main\n"
         "quiet = contextlib.redirect_stdout(io.StringIO())\n"
         "with quiet, contextlib.redirect_stderr(io.StringIO()):\n"
         "    codes = [main(['--help']), main(['--base-url', 'ftp://x']), main(['-o', 'xml'])]\n"

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from cmstoken import get_token
+from cmstoken.cli import get_token
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, "-m", "cmstoken.get_token"]
+COMMAND = [sys.executable, "-m", "cmstoken.cli.get_token"]
 JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.")
 TIMEOUT = 30.0
 # A path that looks like a token pasted in the wrong place: never echoed.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken.service import ServiceClient
+from cmstoken.upstream.service import ServiceClient
 from harness import Stack
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 import template_model
-from cmstoken.errors import ReauthorizationRequiredError
+from cmstoken.core.errors import ReauthorizationRequiredError
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import MalformedResponseError
-from cmstoken.http import HttpTransport, Timeouts
-from cmstoken.identity import IdentityClient
-from cmstoken.service import ServiceClient
+from cmstoken.core.errors import MalformedResponseError
+from cmstoken.upstream.http import HttpTransport, Timeouts
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.service import ServiceClient
 from harness import REFRESH_SECRET, Stack
 from support import FakeClock, make_jwt, replayed_refresh_tokens
 

@@ -12,8 +12,8 @@ import requests
 
 from cmsemu import Emulator
 from cmstoken import runtime
-from cmstoken.documents import RefreshSecret
-from cmstoken.errors import (
+from cmstoken.aws.documents import RefreshSecret
+from cmstoken.core.errors import (
     CredentialLostError,
     MalformedResponseError,
     ReauthorizationRequiredError,
@@ -21,9 +21,9 @@ from cmstoken.errors import (
     UpstreamTimeoutError,
     VerificationFailedError,
 )
-from cmstoken.http import HttpTransport, Timeouts
-from cmstoken.redaction import fingerprint
-from cmstoken.service import ServiceClient
+from cmstoken.core.redaction import fingerprint
+from cmstoken.upstream.http import HttpTransport, Timeouts
+from cmstoken.upstream.service import ServiceClient
 from harness import REFRESH_SECRET, Stack, refuse_rotation_writes, secret_values
 from support import LogScan, emitted_metrics, make_jwt
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from answer_shapes import AnswerShape, answer_shapes
 from cmstoken import runtime
-from cmstoken.clock import to_iso
-from cmstoken.documents import RefreshSecret
-from cmstoken.errors import CmsTokenError, CredentialLostError, DocumentError
+from cmstoken.aws.documents import RefreshSecret
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import CmsTokenError, CredentialLostError, DocumentError
 from harness import Stack
 from support import emitted_metrics, replayed_refresh_tokens
 

@@ -12,8 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from cmstoken import runtime
-from cmstoken.credentials import CredentialVault
-from cmstoken.errors import (
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import CredentialVault
+from cmstoken.core.errors import (
     CmsTokenError,
     ConfigurationError,
     InsufficientTimeError,
@@ -23,10 +24,9 @@ from cmstoken.errors import (
     UpstreamConnectionError,
     VerificationFailedError,
 )
-from cmstoken.identity import IdentityClient
-from cmstoken.rotation import Rotator
-from cmstoken.service import ServiceClient
-from cmstoken.store import SecretStore
+from cmstoken.rotation.rotator import Rotator
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.service import ServiceClient
 from harness import (
     REFRESH_SECRET,
     SERVICE_SECRET,

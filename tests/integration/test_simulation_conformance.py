@@ -35,10 +35,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cmsemu import Emulator
-from cmstoken.errors import CmsTokenError
-from cmstoken.http import HttpTransport
-from cmstoken.identity import IdentityClient
-from cmstoken.service import ServiceClient
+from cmstoken.core.errors import CmsTokenError
+from cmstoken.upstream.http import HttpTransport
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.service import ServiceClient
 from simulation.secretsmanager import SecretsManagerModel
 from simulation.upstream import (
     BASE_URL,

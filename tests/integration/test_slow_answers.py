@@ -18,7 +18,7 @@ import time
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.http import Timeouts
+from cmstoken.upstream.http import Timeouts
 from harness import Stack, approve_pending
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,15 @@ def test_get_token_waits_for_a_slow_refresh_answer(emulator: Emulator) -> None:
     emulator.inject("refresh", "delay", seconds=SLOW_SECONDS)
     env = {k: v for k, v in os.environ.items() if k != "SERVICE_BASE_URL"}
     process = subprocess.run(
-        [sys.executable, "-m", "cmstoken.get_token", "--base-url", emulator.base_url, "-r", "-"],
+        [
+            sys.executable,
+            "-m",
+            "cmstoken.cli.get_token",
+            "--base-url",
+            emulator.base_url,
+            "-r",
+            "-",
+        ],
         input=old + "\n",
         capture_output=True,
         text=True,

@@ -16,14 +16,14 @@ import boto3
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.clock import SystemClock
-from cmstoken.errors import CredentialLostError
-from cmstoken.http import HttpTransport, Timeouts
-from cmstoken.rotation import Rotator
-from cmstoken.service import ServiceClient
-from cmstoken.settings import Settings
-from cmstoken.store import SecretStore, StoreTimeouts
-from cmstoken.triggers import RotationRequest
+from cmstoken.aws.secrets import SecretStore, StoreTimeouts
+from cmstoken.core.clock import SystemClock
+from cmstoken.core.errors import CredentialLostError
+from cmstoken.core.settings import Settings
+from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation.rotator import Rotator
+from cmstoken.upstream.http import HttpTransport, Timeouts
+from cmstoken.upstream.service import ServiceClient
 from harness import REFRESH_SECRET, SERVICE_SECRET
 
 pytestmark = pytest.mark.integration
@@ -126,7 +126,7 @@ def rotator(proxy: SlowProxy, emulator: Emulator, monkeypatch: pytest.MonkeyPatc
 
 def seed(client: Any, emulator: Emulator) -> None:
     """An authorized credential, written directly to moto; no published token yet (due)."""
-    from cmstoken.documents import STATUS_ACTIVE, RefreshCredential, RefreshSecret
+    from cmstoken.aws.documents import STATUS_ACTIVE, RefreshCredential, RefreshSecret
 
     now = time.time()
     credential = RefreshCredential(

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.device_flow import PollSchedule, start_device_authorization
-from cmstoken.errors import (
+from cmstoken.core.errors import (
     AccessDeniedError,
     AuthorizationPendingError,
     CmsTokenError,
@@ -27,10 +26,11 @@ from cmstoken.errors import (
     UpstreamConnectionError,
     UpstreamTimeoutError,
 )
-from cmstoken.http import HttpTransport, Timeouts
-from cmstoken.identity import IdentityClient
-from cmstoken.models import RawTokens
-from cmstoken.service import ServiceClient
+from cmstoken.upstream.device_flow import PollSchedule, start_device_authorization
+from cmstoken.upstream.http import HttpTransport, Timeouts
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import RawTokens
+from cmstoken.upstream.service import ServiceClient
 from support import EmulatorClock, LogScan
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
+from cmstoken.aws.documents import STATUS_ACTIVE, RefreshSecret
 from simulation import i5
 from simulation.exploration import (
     DEADLINE_SECONDS,

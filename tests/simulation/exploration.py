@@ -53,10 +53,10 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from cmstoken.documents import RefreshSecret, ServiceTokenDocument
-from cmstoken.rotation import LEASE_GRACE_SECONDS
-from cmstoken.store import SecretStore, next_version_id
-from cmstoken.triggers import RotationRequest
+from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
+from cmstoken.aws.secrets import SecretStore, next_version_id
+from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation.rotator import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World

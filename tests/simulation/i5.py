@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
+from cmstoken.aws.documents import STATUS_ACTIVE, RefreshSecret
 
 if TYPE_CHECKING:
     from simulation.world import World

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cmstoken.documents import STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED
+from cmstoken.aws.documents import STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED
 
 if TYPE_CHECKING:
     from simulation.world import World

@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 
 from requests.structures import CaseInsensitiveDict
 
-from cmstoken.errors import UpstreamConnectionError, UpstreamTimeoutError
-from cmstoken.http import HttpResponse, HttpTransport
+from cmstoken.core.errors import UpstreamConnectionError, UpstreamTimeoutError
+from cmstoken.upstream.http import HttpResponse, HttpTransport
 from simulation.interception import Interceptor, direct
 
 ISSUER_URL = "https://idp.sim.test/"

@@ -7,19 +7,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from cmstoken.bootstrap import Bootstrapper, BootstrapRequest, token_subject
-from cmstoken.documents import (
+from cmstoken.aws.documents import (
     STATUS_ACTIVE,
     RefreshCredential,
     RefreshSecret,
     ServiceTokenDocument,
 )
-from cmstoken.models import RawTokens
-from cmstoken.retry import RetryPolicy
-from cmstoken.rotation import Rotator
-from cmstoken.service import ServiceClient
-from cmstoken.settings import Settings
-from cmstoken.store import SecretStore
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.bootstrap.bootstrapper import Bootstrapper, BootstrapRequest, token_subject
+from cmstoken.core.retry import RetryPolicy
+from cmstoken.core.settings import Settings
+from cmstoken.rotation.rotator import Rotator
+from cmstoken.upstream.models import RawTokens
+from cmstoken.upstream.service import ServiceClient
 from simulation.interception import Interceptor, direct
 from simulation.secretsmanager import SecretsManagerModel
 from simulation.upstream import (

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cmstoken.bootstrap import BootstrapRequest, identity_refusal, token_subject
-from cmstoken.documents import STATUS_ACTIVE, RefreshCredential
-from cmstoken.errors import ConfigurationError
-from cmstoken.models import RawTokens
+from cmstoken.aws.documents import STATUS_ACTIVE, RefreshCredential
+from cmstoken.bootstrap.bootstrapper import BootstrapRequest, identity_refusal, token_subject
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.upstream.models import RawTokens
 from support import make_jwt
 
 ISSUER = "https://login.example.com/"

@@ -6,15 +6,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from cmstoken.device_flow import start_device_authorization
-from cmstoken.errors import (
+from cmstoken.core.errors import (
     InvalidGrantError,
     MalformedResponseError,
     ServerError,
     TokenRefusedError,
 )
-from cmstoken.identity import IdentityClient
-from cmstoken.service import ServiceClient
+from cmstoken.upstream.device_flow import start_device_authorization
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.service import ServiceClient
 from support import (
     DEVICE_DOCUMENT,
     PROVIDER_DOCUMENT,

@@ -20,12 +20,12 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from requests.adapters import HTTPAdapter
 
-from cmstoken import consumer
+from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
-from cmstoken.errors import ConfigurationError
-from cmstoken.redaction import fingerprint
-from cmstoken.triggers import REFRESH_REQUESTED
+from cmstoken.consumer import provider as consumer
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.redaction import fingerprint
+from cmstoken.core.triggers import REFRESH_REQUESTED
 from support import FakeClock
 
 SECRET = "cmstoken/service-token"

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from cmstoken.device_flow import DevicePoller, PollSchedule
-from cmstoken.errors import (
+from cmstoken.core.errors import (
     AccessDeniedError,
     ExpiredTokenError,
     InvalidGrantError,
@@ -17,8 +16,9 @@ from cmstoken.errors import (
     UpstreamConnectionError,
     UpstreamTimeoutError,
 )
-from cmstoken.identity import IdentityClient
-from cmstoken.models import TokenAnswer
+from cmstoken.upstream.device_flow import DevicePoller, PollSchedule
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import TokenAnswer
 from support import Answer, FakeClock, ScriptedTransport, response
 
 TOKENS = {

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from cmstoken.documents import (
+from cmstoken.aws.documents import (
     SCHEMA_VERSION,
     STATUS_ACTIVE,
     STATUS_REAUTHORIZATION_REQUIRED,
@@ -18,7 +18,7 @@ from cmstoken.documents import (
     RefreshSecret,
     ServiceTokenDocument,
 )
-from cmstoken.errors import DocumentError
+from cmstoken.core.errors import DocumentError
 
 REFRESH_TOKEN = "v1.refresh-token-secret-0123456789"
 DEVICE_CODE = "device-code-secret-0123456789"
@@ -270,7 +270,7 @@ def test_lease_and_raw_access_token_parsing_is_strict(
 
 
 def test_a_candidate_round_trips_next_to_the_credential_and_stays_out_of_repr() -> None:
-    from cmstoken.documents import CandidateCredential
+    from cmstoken.aws.documents import CandidateCredential
 
     candidate = CandidateCredential(
         credential=replace(

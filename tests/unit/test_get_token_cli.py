@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cmstoken import get_token
-from cmstoken.errors import (
+from cmstoken.cli import get_token
+from cmstoken.cli.get_token import AbortedError, Options, Result, parse_args, render, run
+from cmstoken.core.errors import (
     AccessDeniedError,
     MalformedResponseError,
     RateLimitedError,
@@ -23,10 +24,9 @@ from cmstoken.errors import (
     UpstreamConnectionError,
     UpstreamTimeoutError,
 )
-from cmstoken.get_token import AbortedError, Options, Result, parse_args, render, run
-from cmstoken.http import HttpResponse
-from cmstoken.models import RawTokens, ServiceToken
-from cmstoken.service import ServiceClient
+from cmstoken.upstream.http import HttpResponse
+from cmstoken.upstream.models import RawTokens, ServiceToken
+from cmstoken.upstream.service import ServiceClient
 from support import (
     DEVICE_DOCUMENT,
     PROVIDER_DOCUMENT,
@@ -307,7 +307,7 @@ def test_refused_exchange_still_prints_the_new_refresh_token() -> None:
 
 
 def test_the_refresh_token_is_kept_out_of_reprs() -> None:
-    from cmstoken.get_token import parse_args
+    from cmstoken.cli.get_token import parse_args
 
     options = parse_args(["--base-url", "https://api.example.com", "-r", "v1.secret-value"], {})
     assert options.refresh_token == "v1.secret-value"
@@ -317,7 +317,7 @@ def test_the_refresh_token_is_kept_out_of_reprs() -> None:
 def test_r_dash_reads_standard_input_and_the_flag_beats_the_environment() -> None:
     import io
 
-    from cmstoken.get_token import parse_args
+    from cmstoken.cli.get_token import parse_args
 
     environ = {"CMS_REFRESH_TOKEN": "v1.from-environment"}
     options = parse_args(
@@ -331,7 +331,7 @@ def test_r_dash_reads_standard_input_and_the_flag_beats_the_environment() -> Non
 
 
 def test_printable_neutralises_control_characters() -> None:
-    from cmstoken.redaction import printable
+    from cmstoken.core.redaction import printable
 
     assert printable("ok: réseau ✓") == "ok: réseau ✓"
     assert printable("a\x1b[31mb\x9bc\u202ed\r\n") == "a?[31mb?c?d??"

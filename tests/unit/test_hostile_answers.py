@@ -12,10 +12,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cmstoken.clock import to_iso
-from cmstoken.credentials import MAX_MERGES, CredentialVault, Snapshot
-from cmstoken.documents import RefreshSecret
-from cmstoken.errors import (
+from cmstoken.aws.documents import RefreshSecret
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import MAX_MERGES, CredentialVault, Snapshot
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import (
     InvalidGrantError,
     MalformedResponseError,
     RateLimitedError,
@@ -25,16 +26,15 @@ from cmstoken.errors import (
     VersionConflictError,
     may_send_again,
 )
-from cmstoken.http import HttpResponse
-from cmstoken.lifetimes import (
+from cmstoken.core.lifetimes import (
     ASSUMED_TOKEN_LIFETIME_SECONDS,
     MAX_TOKEN_LIFETIME_SECONDS,
     jwt_expiry,
 )
-from cmstoken.models import DeviceAuthorization, Project, ServiceToken, TokenAnswer
-from cmstoken.responses import json_object, oauth_error
-from cmstoken.settings import Settings
-from cmstoken.store import SecretStore
+from cmstoken.core.settings import Settings
+from cmstoken.upstream.http import HttpResponse
+from cmstoken.upstream.models import DeviceAuthorization, Project, ServiceToken, TokenAnswer
+from cmstoken.upstream.responses import json_object, oauth_error
 from support import DEVICE_DOCUMENT, TOKENS_DOCUMENT, FakeClock, make_jwt
 
 NOW = 1_795_000_000.0

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import MalformedResponseError
-from cmstoken.get_token import Options, run
-from cmstoken.models import DeviceAuthorization
-from cmstoken.service import ServiceClient
+from cmstoken.cli.get_token import Options, run
+from cmstoken.core.errors import MalformedResponseError
+from cmstoken.upstream.models import DeviceAuthorization
+from cmstoken.upstream.service import ServiceClient
 from support import DANGEROUS_CHARACTERS as DANGEROUS
 from support import (
     DEVICE_DOCUMENT,

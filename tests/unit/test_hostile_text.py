@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from cmstoken import admin, get_token
-from cmstoken.admin import AdminError, LambdaInvoker, StackFunctions
-from cmstoken.device_flow import StartedAuthorization
-from cmstoken.get_token import AbortedError
-from cmstoken.identity import IdentityClient
-from cmstoken.models import DeviceAuthorization, ProviderInfo
-from cmstoken.redaction import displayable, printable
-from cmstoken.service import ServiceClient
+from cmstoken.cli import admin, get_token
+from cmstoken.cli.admin import AdminError, LambdaInvoker, StackFunctions
+from cmstoken.cli.get_token import AbortedError
+from cmstoken.core.redaction import displayable, printable
+from cmstoken.upstream.device_flow import StartedAuthorization
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import DeviceAuthorization, ProviderInfo
+from cmstoken.upstream.service import ServiceClient
 from support import DANGEROUS_CHARACTERS as DANGEROUS
 from support import DEVICE_DOCUMENT, PROVIDER_DOCUMENT, FakeClock, ScriptedTransport
 from support import HOSTILE_TEXT as HOSTILE

@@ -24,8 +24,8 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import SSLError as Urllib3SSLError
 
-from cmstoken.errors import UpstreamConnectionError, may_send_again
-from cmstoken.http import HttpTransport
+from cmstoken.core.errors import UpstreamConnectionError, may_send_again
+from cmstoken.upstream.http import HttpTransport
 
 URL = "https://login.example.com/oauth/token?secret=v1.query-secret"
 ORIGIN = "https://login.example.com"

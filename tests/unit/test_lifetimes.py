@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken.errors import MalformedResponseError
-from cmstoken.lifetimes import jwt_expiry, unverified_claims
-from cmstoken.models import ServiceToken
+from cmstoken.core.errors import MalformedResponseError
+from cmstoken.core.lifetimes import jwt_expiry, unverified_claims
+from cmstoken.upstream.models import ServiceToken
 from support import make_jwt
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import MalformedResponseError
-from cmstoken.models import (
+from cmstoken.core.errors import MalformedResponseError
+from cmstoken.upstream.models import (
     DeviceAuthorization,
     Project,
     ProviderInfo,

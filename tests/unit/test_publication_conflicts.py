@@ -11,10 +11,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cmstoken.credentials import CredentialVault
-from cmstoken.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
-from cmstoken.settings import Settings
-from cmstoken.store import SecretStore
+from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import CredentialVault
+from cmstoken.core.settings import Settings
 from support import FakeClock
 
 AUTHORIZED = FakeClock().now() - 86_400

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken import errors
-from cmstoken.responses import (
+from cmstoken.core import errors
+from cmstoken.upstream.responses import (
     json_object,
     json_value,
     oauth_error,

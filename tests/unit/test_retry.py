@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken.errors import InvalidGrantError, RateLimitedError, ServerError, TransientError
-from cmstoken.retry import RetryPolicy, call_with_retries
+from cmstoken.core.errors import InvalidGrantError, RateLimitedError, ServerError, TransientError
+from cmstoken.core.retry import RetryPolicy, call_with_retries
 from support import FakeClock
 
 POLICY = RetryPolicy(attempts=4, base_delay=1.0, max_delay=4.0, max_retry_after=30.0)

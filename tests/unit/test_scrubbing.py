@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cmstoken.errors import UpstreamError
-from cmstoken.redaction import REDACTED, scrub
-from cmstoken.responses import oauth_error, service_error
+from cmstoken.core.errors import UpstreamError
+from cmstoken.core.redaction import REDACTED, scrub
+from cmstoken.upstream.responses import oauth_error, service_error
 from support import response
 
 NOW = 1_795_000_000.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken.errors import ConfigurationError
-from cmstoken.settings import Settings
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.settings import Settings
 
 REQUIRED = {
     "SERVICE_BASE_URL": "https://api.example.com/",

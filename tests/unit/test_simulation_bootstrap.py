@@ -5,7 +5,7 @@ across invocations. (Interleaved with a rotator: test_simulation_bootstrap_sched
 
 from __future__ import annotations
 
-from cmstoken.triggers import RotationRequest
+from cmstoken.core.triggers import RotationRequest
 from simulation.upstream import SUBJECT
 from simulation.world import HOUR, World
 

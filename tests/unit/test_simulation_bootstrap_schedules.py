@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from cmstoken import credentials
-from cmstoken.documents import STATUS_ACTIVE, RefreshSecret
-from cmstoken.triggers import RotationRequest
+from cmstoken.aws import vault as credentials
+from cmstoken.aws.documents import STATUS_ACTIVE, RefreshSecret
+from cmstoken.core.triggers import RotationRequest
 from simulation.i5 import judge
 from simulation.scheduler import Scheduler, explore
 from simulation.world import HOUR, REFRESH_SECRET, World

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from cmstoken import rotation
-from cmstoken.credentials import CredentialVault, Snapshot
-from cmstoken.documents import Lease
-from cmstoken.errors import VersionConflictError
-from cmstoken.publishing import Publisher
-from cmstoken.rotation import Rotator
-from cmstoken.store import SecretStore
+from cmstoken.aws.documents import Lease
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.core.errors import VersionConflictError
+from cmstoken.rotation import rotator as rotation
+from cmstoken.rotation.publishing import Publisher
+from cmstoken.rotation.rotator import Rotator
 from simulation.exploration import TWO_ROTATORS, Bounds, Report, explore
 
 BOUNDS = Bounds(crashes=1, lost=1, stale=1)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import ReauthorizationRequiredError, TransientError
-from cmstoken.rotation import RotationResult
-from cmstoken.triggers import RotationRequest
+from cmstoken.core.errors import ReauthorizationRequiredError, TransientError
+from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation.rotator import RotationResult
 from simulation.upstream import Loss
 from simulation.world import HOUR, World
 

@@ -10,7 +10,8 @@ from typing import Any, cast
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-from cmstoken.errors import (
+from cmstoken.aws.secrets import SecretStore, next_version_id
+from cmstoken.core.errors import (
     CredentialRejectedError,
     ReauthorizationRequiredError,
     TokenRefusedError,
@@ -19,10 +20,9 @@ from cmstoken.errors import (
     UpstreamTimeoutError,
     VersionConflictError,
 )
-from cmstoken.identity import IdentityClient
-from cmstoken.service import ServiceClient
-from cmstoken.store import SecretStore, next_version_id
-from cmstoken.triggers import RotationRequest
+from cmstoken.core.triggers import RotationRequest
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.service import ServiceClient
 from simulation.secretsmanager import SecretsManagerModel
 from simulation.upstream import (
     BASE_URL,

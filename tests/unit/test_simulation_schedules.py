@@ -18,8 +18,8 @@ from typing import Any, cast
 
 import pytest
 
-from cmstoken.store import SecretStore
-from cmstoken.triggers import RotationRequest
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.core.triggers import RotationRequest
 from simulation.scheduler import Explorer, Scheduler, SchedulingError, explore
 from simulation.world import HOUR, World
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cmstoken.triggers import RotationRequest
+from cmstoken.core.triggers import RotationRequest
 from simulation.scheduler import explore
 from simulation.world import HOUR, World
 

@@ -11,13 +11,13 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
-from cmstoken.errors import (
+from cmstoken.aws.secrets import SecretStore, next_version_id
+from cmstoken.core.errors import (
     StoreAccessError,
     StoreError,
     StoreUnavailableError,
     VersionConflictError,
 )
-from cmstoken.store import SecretStore, next_version_id
 
 
 @pytest.fixture

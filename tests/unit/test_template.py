@@ -71,9 +71,9 @@ def test_the_rotator_timeout_covers_the_refresh_guard(resources: dict[str, Any])
     """A due run reads both secrets and claims the lease (three Secrets Manager calls at their
     longest), and still has the refresh guard left: the refresh's whole time limit and the
     reserve for storing its answer."""
-    from cmstoken.http import Timeouts
-    from cmstoken.rotation import LOST_RESERVE_SECONDS, WRITE_CALLS
-    from cmstoken.store import StoreTimeouts
+    from cmstoken.aws.secrets import StoreTimeouts
+    from cmstoken.rotation.rotator import LOST_RESERVE_SECONDS, WRITE_CALLS
+    from cmstoken.upstream.http import Timeouts
 
     attempt = StoreTimeouts().attempt_limit
     guard = Timeouts().total + LOST_RESERVE_SECONDS + WRITE_CALLS * attempt
@@ -289,11 +289,10 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
     by_method = {botocore.xform_name(name): name for name in model.operation_names}
     # The functions' code: the library less what runs elsewhere (the consumer helper in
     # workloads, whose policy grants DescribeSecret too; the operator's and the user's tools).
-    elsewhere = {"consumer.py", "get_token.py"}
+    package = Path(cmstoken.__file__).parent
+    elsewhere = {package / "consumer", package / "cli"}
     code = "\n".join(
-        p.read_text()
-        for p in Path(cmstoken.__file__).parent.glob("*.py")
-        if p.name not in elsewhere and not p.name.startswith("admin")
+        p.read_text() for p in package.rglob("*.py") if not elsewhere & set(p.parents)
     )
     called = {
         f"secretsmanager:{by_method[method]}"

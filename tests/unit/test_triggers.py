@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from cmstoken.errors import ConfigurationError
-from cmstoken.triggers import RotationRequest
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.triggers import RotationRequest
 from support import load_event
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cmstoken.errors import ConfigurationError
-from cmstoken.http import validate_url
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.urls import validate_url
 
 
 @pytest.mark.parametrize(

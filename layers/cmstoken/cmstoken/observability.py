@@ -12,11 +12,20 @@ import logging
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from . import __version__
-from .clock import Clock
-from .documents import STATUS_ACTIVE, RefreshCredential, ServiceTokenDocument
-from .errors import CredentialLostError, NotBootstrappedError, ReauthorizationRequiredError
-from .rotation import OUTCOME_REAUTHORIZATION_REQUIRED, OUTCOME_ROTATED, OUTCOME_SKIPPED, Rotator
+from cmstoken import __version__
+from cmstoken.aws.documents import STATUS_ACTIVE, RefreshCredential, ServiceTokenDocument
+from cmstoken.core.clock import Clock
+from cmstoken.core.errors import (
+    CredentialLostError,
+    NotBootstrappedError,
+    ReauthorizationRequiredError,
+)
+from cmstoken.rotation.rotator import (
+    OUTCOME_REAUTHORIZATION_REQUIRED,
+    OUTCOME_ROTATED,
+    OUTCOME_SKIPPED,
+    Rotator,
+)
 
 logger = Logger()
 metrics = Metrics()

@@ -7,17 +7,17 @@ import os
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .clock import SystemClock
-from .http import HttpTransport
-from .notifications import Notifier
-from .observability import record_upstream_latency
-from .rotation import Rotator
-from .service import ServiceClient
-from .settings import Settings
-from .store import SecretStore
+from cmstoken.aws.notifications import Notifier
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.core.clock import SystemClock
+from cmstoken.core.settings import Settings
+from cmstoken.observability import record_upstream_latency
+from cmstoken.rotation.rotator import Rotator
+from cmstoken.upstream.http import HttpTransport
+from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
-    from .bootstrap import Bootstrapper
+    from cmstoken.bootstrap.bootstrapper import Bootstrapper
 
 CLOCK = SystemClock()
 
@@ -62,7 +62,9 @@ def rotator(owner: str) -> Rotator:
 
 def bootstrapper() -> Bootstrapper:
     """A bootstrapper for one invocation."""
-    from .bootstrap import Bootstrapper  # not loaded by the rotator's cold start
+    from cmstoken.bootstrap.bootstrapper import (
+        Bootstrapper,  # not loaded by the rotator's cold start
+    )
 
     return Bootstrapper(
         settings(), store=store(), service=service(), clock=CLOCK, notifier=notifier()

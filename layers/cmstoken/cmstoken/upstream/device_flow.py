@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .clock import Clock, to_iso
-from .errors import (
+from cmstoken.core.clock import Clock, to_iso
+from cmstoken.core.errors import (
     AuthorizationPendingError,
     ExpiredTokenError,
     SlowDownError,
     TransientError,
     may_send_again,
 )
-from .identity import IdentityClient
-from .models import DeviceAuthorization, ProviderInfo, TokenAnswer
-from .service import ServiceClient
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import DeviceAuthorization, ProviderInfo, TokenAnswer
+from cmstoken.upstream.service import ServiceClient
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigurationError
+from cmstoken.core.errors import ConfigurationError
 
 REFRESH_REQUESTED = "Service Token Refresh Requested"
 

@@ -16,8 +16,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws
-from .errors import StoreAccessError, StoreError, StoreUnavailableError, VersionConflictError
+from cmstoken.aws import clients
+from cmstoken.core.errors import (
+    StoreAccessError,
+    StoreError,
+    StoreUnavailableError,
+    VersionConflictError,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient
@@ -97,7 +102,7 @@ class SecretStore:
     def client(self) -> SecretsManagerClient:
         """The Secrets Manager client, created on first use."""
         if self._client is None:
-            self._client = aws.client(
+            self._client = clients.client(
                 "secretsmanager",
                 connect_timeout=self.timeouts.connect,
                 read_timeout=self.timeouts.read,

@@ -31,9 +31,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .clock import Clock, optional_iso, to_iso
-from .credentials import CredentialVault, Snapshot
-from .documents import (
+from cmstoken.aws.documents import (
     STATUS_ACTIVE,
     CandidateCredential,
     PendingAuthorization,
@@ -41,7 +39,11 @@ from .documents import (
     RefreshCredential,
     RefreshSecret,
 )
-from .errors import (
+from cmstoken.aws.notifications import Notifier
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.core.clock import Clock, optional_iso, to_iso
+from cmstoken.core.errors import (
     AccessDeniedError,
     CmsTokenError,
     ConfigurationError,
@@ -52,17 +54,15 @@ from .errors import (
     TransientError,
     may_send_again,
 )
-from .lifetimes import unverified_claims
-from .notifications import Notifier
-from .publishing import Publisher
-from .redaction import fingerprint
-from .service import ServiceClient
-from .settings import Settings
-from .store import SecretStore
+from cmstoken.core.lifetimes import unverified_claims
+from cmstoken.core.redaction import fingerprint
+from cmstoken.core.settings import Settings
+from cmstoken.rotation.publishing import Publisher
+from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
-    from .device_flow import PollSchedule
-    from .models import TokenAnswer
+    from cmstoken.upstream.device_flow import PollSchedule
+    from cmstoken.upstream.models import TokenAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ class Bootstrapper:
                 f"start again after it expires at {to_iso(pending.expires_at)}",
             )
         # The device flow is loaded by start and poll only (not by a status query's cold start).
-        from .device_flow import PollSchedule, start_device_authorization
+        from cmstoken.upstream.device_flow import PollSchedule, start_device_authorization
 
         started = start_device_authorization(self.service, free_trial=free_trial)
         authorization = started.authorization
@@ -321,8 +321,8 @@ class Bootstrapper:
                 "status": "none",
                 "message": "nothing is pending: run start first",
             }
-        from .device_flow import DevicePoller, PollSchedule
-        from .identity import IdentityClient
+        from cmstoken.upstream.device_flow import DevicePoller, PollSchedule
+        from cmstoken.upstream.identity import IdentityClient
 
         identity = IdentityClient(
             pending.issuer_url, transport=self.service.transport, clock=self.clock

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from . import __version__
-from .admin_aws import (
+from cmstoken import __version__
+from cmstoken.cli.admin_aws import (
     EXIT_FAILED,
     EXIT_OK,
     AdminError,
@@ -38,8 +38,8 @@ from .admin_aws import (
     StackFunctions,
     explain,
 )
-from .clock import parse_iso, to_iso
-from .redaction import printable
+from cmstoken.core.clock import parse_iso, to_iso
+from cmstoken.core.redaction import printable
 
 # The rotator's outcome counters (exactly one is 1 per run), worst first: the outcome shown
 # for a minute that holds several runs.

@@ -11,7 +11,7 @@ Messages never contain a token, a refresh token or a device code.
 
 from __future__ import annotations
 
-from .redaction import printable
+from cmstoken.core.redaction import printable
 
 
 class CmsTokenError(Exception):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .clock import optional_iso, parse_iso, to_iso
-from .errors import DocumentError
+from cmstoken.core.clock import optional_iso, parse_iso, to_iso
+from cmstoken.core.errors import DocumentError
 
 SCHEMA_VERSION = 1
 STATUS_ACTIVE = "active"

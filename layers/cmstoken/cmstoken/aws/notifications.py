@@ -7,8 +7,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import aws
-from .clock import optional_iso
+from cmstoken.aws import clients
+from cmstoken.core.clock import optional_iso
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -32,7 +32,7 @@ class Notifier:
     def client(self) -> EventBridgeClient:
         """The EventBridge client, created on first use (it honours ``AWS_ENDPOINT_URL``)."""
         if self._client is None:
-            self._client = aws.client("events")
+            self._client = clients.client("events")
         return self._client
 
     def rotated(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .http import validate_url
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.urls import validate_url
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})

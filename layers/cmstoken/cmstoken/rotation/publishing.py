@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .clock import Clock
-from .credentials import CredentialVault
-from .documents import STATUS_ACTIVE, RawAccessToken, RefreshCredential, ServiceTokenDocument
-from .errors import TokenRefusedError, TransientError, VerificationFailedError
-from .notifications import Notifier
-from .retry import RetryPolicy, call_with_retries
-from .service import ServiceClient
+from cmstoken.aws.documents import (
+    STATUS_ACTIVE,
+    RawAccessToken,
+    RefreshCredential,
+    ServiceTokenDocument,
+)
+from cmstoken.aws.notifications import Notifier
+from cmstoken.aws.vault import CredentialVault
+from cmstoken.core.clock import Clock
+from cmstoken.core.errors import TokenRefusedError, TransientError, VerificationFailedError
+from cmstoken.core.retry import RetryPolicy, call_with_retries
+from cmstoken.upstream.service import ServiceClient
 
 # The shortest time limit an upstream call gets when its deadline is near.
 MIN_READ_TIMEOUT = 0.5

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from .clock import Clock, SystemClock
-from .http import HttpTransport, validate_url
-from .models import DeviceAuthorization, TokenAnswer
-from .responses import json_object, json_value, oauth_error
+from cmstoken.core.clock import Clock, SystemClock
+from cmstoken.core.urls import validate_url
+from cmstoken.upstream.http import HttpTransport
+from cmstoken.upstream.models import DeviceAuthorization, TokenAnswer
+from cmstoken.upstream.responses import json_object, json_value, oauth_error
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .redaction import printable
+from cmstoken.core.redaction import printable
 
 EXIT_OK = 0
 EXIT_FAILED = 1

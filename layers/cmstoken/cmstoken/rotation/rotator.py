@@ -32,9 +32,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .clock import Clock, optional_iso, to_iso
-from .credentials import CredentialVault, Snapshot
-from .documents import (
+from cmstoken.aws.documents import (
     STATUS_ACTIVE,
     STATUS_REAUTHORIZATION_REQUIRED,
     Lease,
@@ -43,7 +41,11 @@ from .documents import (
     RefreshSecret,
     ServiceTokenDocument,
 )
-from .errors import (
+from cmstoken.aws.notifications import Notifier
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.core.clock import Clock, optional_iso, to_iso
+from cmstoken.core.errors import (
     CredentialLostError,
     CredentialRejectedError,
     InsufficientTimeError,
@@ -55,14 +57,12 @@ from .errors import (
     answered_2xx,
     may_send_again,
 )
-from .notifications import Notifier
-from .publishing import Publisher
-from .redaction import fingerprint
-from .retry import RetryPolicy, call_with_retries
-from .service import ServiceClient
-from .settings import Settings
-from .store import SecretStore
-from .triggers import RotationRequest
+from cmstoken.core.redaction import fingerprint
+from cmstoken.core.retry import RetryPolicy, call_with_retries
+from cmstoken.core.settings import Settings
+from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation.publishing import Publisher
+from cmstoken.upstream.service import ServiceClient
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +251,9 @@ class Rotator:
             },
         )
         try:
-            from .identity import IdentityClient  # only a refresh needs it (not a no-op's start)
+            from cmstoken.upstream.identity import (
+                IdentityClient,  # only a refresh needs it (not a no-op's start)
+            )
 
             identity = IdentityClient(
                 credential.issuer_url, transport=self.service.transport, clock=self.clock

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from .errors import (
+from cmstoken.core.errors import (
     AccessDeniedError,
     AuthorizationPendingError,
     ExchangeFailedError,
@@ -29,8 +29,8 @@ from .errors import (
     TokenRefusedError,
     UpstreamError,
 )
-from .http import HttpResponse
-from .redaction import scrub
+from cmstoken.core.redaction import scrub
+from cmstoken.upstream.http import HttpResponse
 
 _MAX_TEXT = 300
 # The longest echo of one character of a secret: four UTF-8 bytes, percent-encoded.

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .clock import Clock
+from cmstoken.core.clock import Clock
 
 logger = logging.getLogger(__name__)
 

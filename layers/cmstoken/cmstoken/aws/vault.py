@@ -7,12 +7,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .clock import Clock
-from .documents import RefreshSecret, ServiceTokenDocument
-from .errors import DocumentError, StoreUnavailableError, VersionConflictError
-from .retry import RetryPolicy, call_with_retries
-from .settings import Settings
-from .store import SecretStore
+from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.core.clock import Clock
+from cmstoken.core.errors import DocumentError, StoreUnavailableError, VersionConflictError
+from cmstoken.core.retry import RetryPolicy, call_with_retries
+from cmstoken.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .clock import Clock, SystemClock
-from .http import HttpTransport, validate_url
+from cmstoken.core.clock import Clock, SystemClock
+from cmstoken.core.urls import validate_url
+from cmstoken.upstream.http import HttpTransport
 
 if TYPE_CHECKING:
-    from .models import Project, ProviderInfo, ServiceToken
+    from cmstoken.upstream.models import Project, ProviderInfo, ServiceToken
 
 
 class ServiceClient:
@@ -34,8 +35,8 @@ class ServiceClient:
 
     def provider_info(self) -> ProviderInfo:
         """The identity provider's address, client ids, scope and audience (endpoint 1)."""
-        from .models import ProviderInfo
-        from .responses import json_object, service_error
+        from cmstoken.upstream.models import ProviderInfo
+        from cmstoken.upstream.responses import json_object, service_error
 
         response = self.transport.request(
             "GET", f"{self.base_url}/api/v3/auth/provider", endpoint="provider"
@@ -52,8 +53,8 @@ class ServiceClient:
         The service token's expiry is its JWT ``exp``, else ``fallback_expires_at``, clamped
         to at most ``MAX_TOKEN_LIFETIME_SECONDS`` from now.
         """
-        from .models import ServiceToken
-        from .responses import json_object, service_error
+        from cmstoken.upstream.models import ServiceToken
+        from cmstoken.upstream.responses import json_object, service_error
 
         response = self.transport.request(
             "POST",
@@ -76,8 +77,8 @@ class ServiceClient:
     ) -> list[Project]:
         """The projects the service token can see (endpoint 6); accepts the ``{"data": [...]}``
         envelope and a bare object alike. ``TokenRefusedError`` when the token is not accepted."""
-        from .models import parse_project_listing
-        from .responses import json_value, service_error
+        from cmstoken.upstream.models import parse_project_listing
+        from cmstoken.upstream.responses import json_value, service_error
 
         response = self.transport.request(
             "GET",

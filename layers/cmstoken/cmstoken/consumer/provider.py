@@ -41,25 +41,25 @@ from typing import TYPE_CHECKING, Any
 
 from requests.auth import AuthBase
 
-from . import aws
-from .clock import Clock, SystemClock, to_iso
-from .documents import STATUS_ACTIVE, ServiceTokenDocument
-from .errors import (
+from cmstoken.aws import clients
+from cmstoken.aws.documents import STATUS_ACTIVE, ServiceTokenDocument
+from cmstoken.core.clock import Clock, SystemClock, to_iso
+from cmstoken.core.errors import (
     CmsTokenError,
     ConfigurationError,
     DocumentError,
     StoreError,
     StoreUnavailableError,
 )
-from .redaction import fingerprint, printable
-from .triggers import REFRESH_REQUESTED
+from cmstoken.core.redaction import fingerprint, printable
+from cmstoken.core.triggers import REFRESH_REQUESTED
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_secretsmanager import SecretsManagerClient
     from requests import PreparedRequest, Response
 
-    from .store import SecretStore
+    from cmstoken.aws.secrets import SecretStore
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class ServiceTokenProvider:
         if store is None:
             with self._clients_lock:
                 if self._store is None:
-                    from .store import SecretStore
+                    from cmstoken.aws.secrets import SecretStore
 
                     client = self._secrets_client or self._new_client("secretsmanager")
                     self._store = SecretStore(client)
@@ -240,8 +240,8 @@ class ServiceTokenProvider:
     def _new_client(self, service_name: str) -> Any:
         """A client from the provider's session (the caller holds ``_clients_lock``)."""
         if self._session is None:
-            self._session = aws.session()
-        return aws.client(service_name, session=self._session)
+            self._session = clients.session()
+        return clients.client(service_name, session=self._session)
 
     # --- the token --------------------------------------------------------------------------
 

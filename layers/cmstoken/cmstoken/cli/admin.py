@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any, TextIO
 
-from . import __version__
-from .admin_aws import (
+from cmstoken import __version__
+from cmstoken.cli.admin_aws import (
     EXIT_FAILED,
     EXIT_OK,
     AdminError,
@@ -36,9 +36,9 @@ from .admin_aws import (
     locate,
     open_session,
 )
-from .admin_status import StatusSources, status
-from .clock import parse_iso
-from .redaction import displayable, printable
+from cmstoken.cli.admin_status import StatusSources, status
+from cmstoken.core.clock import parse_iso
+from cmstoken.core.redaction import displayable, printable
 
 # Re-exported: the command's interface as tests and the local stack use it.
 __all__ = ["AdminError", "LambdaInvoker", "StackFunctions", "locate", "status"]

@@ -11,15 +11,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigurationError, MalformedResponseError
-from .http import validate_url
-from .lifetimes import (
+from cmstoken.core.errors import ConfigurationError, MalformedResponseError
+from cmstoken.core.lifetimes import (
     ASSUMED_TOKEN_LIFETIME_SECONDS,
     MAX_TOKEN_LIFETIME_SECONDS,
     clamp_expiry,
     jwt_expiry,
 )
-from .redaction import displayable
+from cmstoken.core.redaction import displayable
+from cmstoken.core.urls import validate_url
 
 # Upper bounds of the device flow's numbers (the provider sends 900 and 5): larger ones are
 # clamped, so that no stored time is out of range and no poll waits for hours.

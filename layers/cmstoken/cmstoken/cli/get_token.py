@@ -23,10 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
-from . import __version__
-from .clock import Clock, SystemClock, to_iso
-from .device_flow import StartedAuthorization, start_device_authorization
-from .errors import (
+from cmstoken import __version__
+from cmstoken.core.clock import Clock, SystemClock, to_iso
+from cmstoken.core.errors import (
     CmsTokenError,
     ConfigurationError,
     MalformedResponseError,
@@ -36,12 +35,13 @@ from .errors import (
     UpstreamError,
     may_send_again,
 )
-from .http import validate_url
-from .identity import IdentityClient
-from .models import RawTokens, ServiceToken, TokenAnswer
-from .redaction import REDACTED, printable
-from .retry import RetryPolicy, call_with_retries
-from .service import ServiceClient
+from cmstoken.core.redaction import REDACTED, printable
+from cmstoken.core.retry import RetryPolicy, call_with_retries
+from cmstoken.core.urls import validate_url
+from cmstoken.upstream.device_flow import StartedAuthorization, start_device_authorization
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import RawTokens, ServiceToken, TokenAnswer
+from cmstoken.upstream.service import ServiceClient
 
 PROG = "get-token"
 ENV_BASE_URL = "SERVICE_BASE_URL"

@@ -1,0 +1,7 @@
+"""Everything that speaks to AWS: boto3 clients (``clients``), the Secrets Manager adapter
+(``secrets``, which turns ``ClientError`` into the project's errors), the two secrets' documents,
+the vault that reads and writes them with merges and retries (``vault``), and EventBridge
+notifications.
+
+Imports ``core`` only (and boto3, on first use).
+"""
