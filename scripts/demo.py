@@ -17,6 +17,7 @@ clock is not moved then, so that the stack's times are real ones.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
 import re
@@ -69,6 +70,41 @@ def approve_in_browser_pages(verification_uri_complete: str) -> None:
             raise RuntimeError("the activation pages did not approve the code")
 
 
+class CtrlC:
+    """Ctrl-C stops the demo even when Python loses the first ``KeyboardInterrupt``: one raised
+    while a finalizer (``__del__``) runs is printed as "Exception ignored" and dropped. From the
+    first Ctrl-C until the demo begins to stop, the interrupt is raised again every second. Once
+    it stops (``settle``), a further Ctrl-C ends the process at once."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        self.settled = threading.Event()
+
+    def __enter__(self) -> CtrlC:
+        signal.signal(signal.SIGINT, self._on_signal)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.settle()
+
+    def settle(self) -> None:
+        """The demo is stopping: no more repeats, and Ctrl-C's default action again."""
+        self.settled.set()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    def _on_signal(self, *_: object) -> None:
+        if self.settled.is_set():
+            return  # a repeat that was on its way when the demo began to stop
+        if not self.pressed.is_set():
+            self.pressed.set()
+            threading.Thread(target=self._repeat, name="ctrl-c", daemon=True).start()
+        raise KeyboardInterrupt
+
+    def _repeat(self) -> None:
+        while not self.settled.wait(1.0):
+            _thread.interrupt_main()
+
+
 def main() -> int:
     interactive = os.environ.get("INTERACTIVE") == "1"
     keep = os.environ.get("KEEP") == "1"
@@ -83,30 +119,35 @@ def main() -> int:
     emulator = Emulator(EmulatorConfig(poll_interval=1 if not interactive else 5)).start()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
+    ctrl_c = CtrlC()
     try:
-        host, port = moto.get_host_and_port()
-        # Kept: the functions' metrics reach moto's CloudWatch, in the stack's namespace.
-        metrics = {"POWERTOOLS_METRICS_NAMESPACE": f"CmsToken/{STACK}"}
-        metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
-        configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
-        clock = run_lifecycle(emulator, interactive, rows, keep=keep)
-        rows.append(("elapsed", f"{time.monotonic() - started:.1f} s"))
-        width = max(len(name) for name, _ in rows)
-        print("\nsummary (metadata only: fingerprints are sha256 prefixes, no secret is printed)")
-        for name, value in rows:
-            print(f"  {name:<{width}}  {value}")
-        if keep:
-            return keep_up(clock, f"http://{host}:{port}")
+        with ctrl_c:
+            host, port = moto.get_host_and_port()
+            # Kept: the functions' metrics reach moto's CloudWatch, in the stack's namespace.
+            metrics = {"POWERTOOLS_METRICS_NAMESPACE": f"CmsToken/{STACK}"}
+            metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
+            configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
+            clock = run_lifecycle(emulator, interactive, rows, keep=keep)
+            rows.append(("elapsed", f"{time.monotonic() - started:.1f} s"))
+            width = max(len(name) for name, _ in rows)
+            print(
+                "\nsummary (metadata only: fingerprints are sha256 prefixes, no secret is printed)"
+            )
+            for name, value in rows:
+                print(f"  {name:<{width}}  {value}")
+            if keep:
+                return keep_up(clock, f"http://{host}:{port}", ctrl_c)
     except KeyboardInterrupt:
         print("\ndemo: interrupted; servers stopped", file=sys.stderr)
         return 130
     finally:
+        ctrl_c.settle()
         moto.stop()
         emulator.stop()
     return 0
 
 
-def keep_up(clock: EmulatorTime, aws_endpoint: str) -> int:
+def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
     """Serve the local stack to `cmstoken-admin` until Ctrl-C (or SIGTERM): the Lambda endpoint,
     the rotator's schedule, and the environment file that points the command at them."""
     import boto3
@@ -150,8 +191,10 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str) -> int:
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
+        ctrl_c.settle()
         print("\ndemo: local stack stopped", file=sys.stderr)
     finally:
+        ctrl_c.settle()
         schedule.stop()
         endpoint.stop()
         if path.exists() and path.read_text() == text:  # not another demo's since
