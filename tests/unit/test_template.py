@@ -291,9 +291,7 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
     # workloads, whose policy grants DescribeSecret too; the operator's and the user's tools).
     package = Path(cmstoken.__file__).parent
     elsewhere = {package / "consumer", package / "cli"}
-    code = "\n".join(
-        p.read_text() for p in package.rglob("*.py") if not elsewhere & set(p.parents)
-    )
+    code = "\n".join(p.read_text() for p in package.rglob("*.py") if not elsewhere & set(p.parents))
     called = {
         f"secretsmanager:{by_method[method]}"
         for method in re.findall(r"\.([a-z_]+)\(", code)
