@@ -95,7 +95,7 @@ bench: $(STAMP) ## Benchmark: cold starts vs a boto3 floor, get-token vs the ven
 	@command -v curl >/dev/null && command -v jq >/dev/null || { \
 	  echo "installing curl and jq (the vendor's get-token.sh, the baseline, needs them)"; \
 	  apt-get update -qq && apt-get install -y -qq curl jq >/dev/null; }
-	$(BIN)/python scripts/bench.py
+	cd scripts && ../$(BIN)/python -m bench
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
 	$(BIN)/cms-emulator --port $${PORT:-0}
