@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
-from cmstoken.bootstrap.bootstrapper import BootstrapRequest
+from cmstoken.bootstrap import BootstrapRequest
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.observability import (
     logger,

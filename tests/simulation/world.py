@@ -14,7 +14,8 @@ from cmstoken.aws.documents import (
     ServiceTokenDocument,
 )
 from cmstoken.aws.secrets import SecretStore
-from cmstoken.bootstrap.bootstrapper import Bootstrapper, BootstrapRequest, token_subject
+from cmstoken.bootstrap import Bootstrapper, BootstrapRequest
+from cmstoken.bootstrap.identity import token_subject
 from cmstoken.core.retry import RetryPolicy
 from cmstoken.core.settings import Settings
 from cmstoken.rotation.rotator import Rotator

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cmstoken.aws.documents import STATUS_ACTIVE, RefreshCredential
-from cmstoken.bootstrap.bootstrapper import BootstrapRequest, identity_refusal, token_subject
+from cmstoken.bootstrap import BootstrapRequest
+from cmstoken.bootstrap.identity import identity_refusal, token_subject
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.upstream.models import RawTokens
 from support import make_jwt

@@ -17,7 +17,7 @@ from cmstoken.upstream.http import HttpTransport
 from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
-    from cmstoken.bootstrap.bootstrapper import Bootstrapper
+    from cmstoken.bootstrap import Bootstrapper
 
 CLOCK = SystemClock()
 
@@ -62,9 +62,7 @@ def rotator(owner: str) -> Rotator:
 
 def bootstrapper() -> Bootstrapper:
     """A bootstrapper for one invocation."""
-    from cmstoken.bootstrap.bootstrapper import (
-        Bootstrapper,  # not loaded by the rotator's cold start
-    )
+    from cmstoken.bootstrap import Bootstrapper  # not loaded by the rotator's cold start
 
     return Bootstrapper(
         settings(), store=store(), service=service(), clock=CLOCK, notifier=notifier()

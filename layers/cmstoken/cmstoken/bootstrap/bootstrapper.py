@@ -25,11 +25,9 @@ result of ``start``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws.documents import (
     STATUS_ACTIVE,
@@ -42,11 +40,12 @@ from cmstoken.aws.documents import (
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.bootstrap.identity import identity_refusal, short_identity, token_subject
+from cmstoken.bootstrap.request import BootstrapRequest
 from cmstoken.core.clock import Clock, optional_iso, to_iso
 from cmstoken.core.errors import (
     AccessDeniedError,
     CmsTokenError,
-    ConfigurationError,
     ExchangeFailedError,
     ExpiredTokenError,
     StoreError,
@@ -54,7 +53,6 @@ from cmstoken.core.errors import (
     TransientError,
     may_send_again,
 )
-from cmstoken.core.lifetimes import unverified_claims
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.settings import Settings
 from cmstoken.rotation.publishing import Publisher
@@ -66,7 +64,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ACTIONS = ("start", "poll", "status")
 # A poll stops this long before the invocation's deadline (SPEC: at most 2 s before it).
 POLL_DEADLINE_MARGIN = 2.0
 # The exchange, verification and publication of a new authorization start only with this much
@@ -78,137 +75,8 @@ WRITE_RESERVE_SECONDS = 3.0
 RAW_TOKEN_MIN_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class BootstrapRequest:
-    """A bootstrap invocation: ``action``, the free-trial choice for ``start``, an optional
-    cap on how long one ``poll`` waits (so an operator's tool can show progress), and whether
-    the authorization may switch the stack to another identity."""
-
-    action: str
-    free_trial: bool | None = None
-    max_wait_seconds: float | None = None
-    allow_new_identity: bool = False
-
-    @classmethod
-    def from_event(cls, event: Any) -> BootstrapRequest:
-        """Validate ``{"action": "start" | "poll" | "status", ...}``."""
-        if not isinstance(event, dict):
-            raise ConfigurationError(
-                f"bootstrap event must be a JSON object, got JSON {type(event).__name__}"
-            )
-        action = event.get("action")
-        if action not in ACTIONS:
-            raise ConfigurationError(
-                f"bootstrap event field 'action' must be one of {', '.join(ACTIONS)}"
-            )
-        free_trial = event.get("free_trial")
-        if free_trial is not None and not isinstance(free_trial, bool):
-            raise ConfigurationError("bootstrap event field 'free_trial' must be true or false")
-        wait = _seconds(event.get("max_wait_seconds"), "max_wait_seconds")
-        allow = event.get("allow_new_identity", False)
-        if not isinstance(allow, bool):
-            raise ConfigurationError(
-                "bootstrap event field 'allow_new_identity' must be true or false"
-            )
-        return cls(
-            action=action, free_trial=free_trial, max_wait_seconds=wait, allow_new_identity=allow
-        )
-
-
-def _seconds(value: Any, name: str) -> float | None:
-    """An optional, positive, finite number of seconds from an event (JSON allows ``1e400``,
-    which reads as infinity, and Python's reader ``NaN`` and ``Infinity``)."""
-    if value is None:
-        return None
-    problem = f"bootstrap event field {name!r} must be a positive, finite number of seconds"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(problem)
-    try:
-        seconds = float(value)
-    except OverflowError as exc:  # an integer too large for a float
-        raise ConfigurationError(problem) from exc
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigurationError(problem)
-    return seconds
-
-
 class _SupersededError(CmsTokenError):
     """The candidate this invocation worked on was finished or replaced by another one."""
-
-
-class NamedTokens(Protocol):
-    """Tokens that may name their subject: a device-flow answer's ID and access tokens."""
-
-    @property
-    def id_token(self) -> str | None: ...
-
-    @property
-    def access_token(self) -> str | None: ...
-
-
-def token_subject(tokens: NamedTokens, issuer_url: str, client_id: str) -> str | None:
-    """Who the tokens name, as the SHA-256 (hex) of the issuer and the ``sub`` claim; ``None``
-    when no token names a subject that can be read.
-
-    The ID token is read first (OpenID Connect: its ``sub`` is the user; it must name our
-    issuer and list our client among its audiences), then the access token (its ``iss`` must
-    be our issuer). Signatures are not checked: the tokens came straight from the token
-    endpoint over TLS (OpenID Connect Core 3.1.3.7). Only the hash is kept: comparing two
-    identities needs no more, and it is not personal data in clear.
-    """
-    issuer = issuer_url.rstrip("/")
-    for token, audience in ((tokens.id_token, client_id), (tokens.access_token, None)):
-        claims = unverified_claims(token) if token else None
-        if claims is None:
-            continue
-        subject, claimed_issuer = claims.get("sub"), claims.get("iss")
-        if not isinstance(subject, str) or not subject:
-            continue
-        if claimed_issuer is not None and (
-            not isinstance(claimed_issuer, str) or claimed_issuer.rstrip("/") != issuer
-        ):
-            continue
-        if audience is not None and not _lists(claims.get("aud"), audience):
-            continue
-        return hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()
-    return None
-
-
-def _lists(audiences: Any, client_id: str) -> bool:
-    if isinstance(audiences, str):
-        return audiences == client_id
-    return isinstance(audiences, list) and client_id in audiences
-
-
-def identity_refusal(
-    current: RefreshCredential | None, subject: str | None, *, allowed: bool
-) -> str | None:
-    """Why a new authorization by ``subject`` may not replace ``current``; ``None`` when it may.
-
-    Allowed: a new identity was asked for, nothing was authorized yet, the stored credential
-    records no identity (stored before identities were kept: the first re-authorization
-    records one), or the identities are the same. Refused: another subject, or none readable
-    while the stored credential has one (it cannot be shown to be the same person).
-    """
-    if allowed or current is None or current.subject_sha256 is None:
-        return None
-    if subject == current.subject_sha256:
-        return None
-    expected = _identity(current.subject_sha256)
-    if subject is None:
-        return (
-            "the new authorization's tokens name no subject that can be read, so it cannot be "
-            f"shown to be the identity this stack is authorized as ({expected})"
-        )
-    return (
-        f"the code was approved by a different identity ({_identity(subject)}) than the one "
-        f"this stack is authorized as ({expected})"
-    )
-
-
-def _identity(subject: str | None) -> str | None:
-    """A short, loggable name of an identity (the first 12 hex digits of its hash)."""
-    return None if subject is None else subject[:12]
 
 
 class Bootstrapper:
@@ -458,11 +326,11 @@ class Bootstrapper:
         except StoreError:
             logger.critical(
                 "the approved authorization could not be stored and is lost; run start again",
-                extra={"identity": _identity(subject)},
+                extra={"identity": short_identity(subject)},
             )
             raise
         if "refused" in outcome:
-            logger.warning("new authorization refused", extra={"identity": _identity(subject)})
+            logger.warning("new authorization refused", extra={"identity": short_identity(subject)})
             return {
                 "status": "failed",
                 "message": f"{outcome['refused']}. Nothing was changed and the approved tokens "
@@ -472,7 +340,7 @@ class Bootstrapper:
             "device authorization approved; credential stored",
             extra={
                 "credential": fingerprint(credential.refresh_token),
-                "identity": _identity(subject),
+                "identity": short_identity(subject),
                 "as": outcome["stored_as"],
             },
         )
@@ -606,7 +474,7 @@ class Bootstrapper:
                 "new authorization refused by the service; the active credential stays",
                 extra={
                     "error": str(exc),
-                    "identity": _identity(candidate.credential.subject_sha256),
+                    "identity": short_identity(candidate.credential.subject_sha256),
                 },
             )
             return {
@@ -749,7 +617,7 @@ def _authorized_result(credential: RefreshCredential, expires_at: float) -> dict
         "message": "authorized; the service token is published",
         "service_token_expires_at": to_iso(expires_at),
         "reauthorize_by": optional_iso(credential.reauthorize_by),
-        "identity": _identity(credential.subject_sha256),
+        "identity": short_identity(credential.subject_sha256),
     }
 
 
