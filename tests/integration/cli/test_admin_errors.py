@@ -220,7 +220,7 @@ def test_the_help_text_promises_these_exit_statuses(capsys: pytest.CaptureFixtur
 def test_the_readme_shows_a_line_as_printed(
     aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     example = re.search(r"what to do, for example\n\n```text\n(.*?)\n```", readme, re.S)
     assert example is not None
     function = "tokens-BootstrapFunction-1A2B3C"

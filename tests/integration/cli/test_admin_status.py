@@ -28,7 +28,7 @@ from support import load_handler
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT, REGION = "123456789012", "us-east-1"
 NAME = "tokens"
 FUNCTIONS = StackFunctions(bootstrap=f"{NAME}-bootstrap", rotator=f"{NAME}-rotator")

@@ -28,7 +28,7 @@ from cmstoken.cli import get_token
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMAND = [sys.executable, "-m", "cmstoken.cli.get_token"]
 JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.")
 TIMEOUT = 30.0
