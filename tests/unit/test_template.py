@@ -287,11 +287,14 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
 
     model = botocore.session.get_session().get_service_model("secretsmanager")
     by_method = {botocore.xform_name(name): name for name in model.operation_names}
-    # The functions' code: the library less what runs elsewhere (the consumer helper in
-    # workloads, whose policy grants DescribeSecret too; the operator's and the user's tools).
+    # The functions' code: the library less what runs elsewhere (the consumer helper and its
+    # DescribeSecret adapter, in workloads, whose policy grants DescribeSecret too; the
+    # operator's and the user's tools).
     package = Path(cmstoken.__file__).parent
-    elsewhere = {package / "consumer", package / "cli"}
-    code = "\n".join(p.read_text() for p in package.rglob("*.py") if not elsewhere & set(p.parents))
+    elsewhere = {package / "consumer", package / "aws" / "secret_lookup.py", package / "cli"}
+    code = "\n".join(
+        p.read_text() for p in package.rglob("*.py") if not elsewhere & {p, *p.parents}
+    )
     called = {
         f"secretsmanager:{by_method[method]}"
         for method in re.findall(r"\.([a-z_]+)\(", code)

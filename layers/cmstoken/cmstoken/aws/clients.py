@@ -1,5 +1,6 @@
 """boto3 clients, built the same way everywhere: on first use (so that importing the package does
-not import boto3), honouring ``AWS_ENDPOINT_URL``, with short timeouts and standard retries."""
+not import boto3), honouring ``AWS_ENDPOINT_URL``, with short timeouts and standard retries; and
+the account of a session's credentials, when they carry it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ def session() -> Any:
     import boto3
 
     return boto3.session.Session()
+
+
+def credentials_account(session: Any) -> str | None:
+    """The account id of ``session``'s credentials when they carry one (``AWS_ACCOUNT_ID``, a
+    profile's ``aws_account_id``, SSO or assumed-role credentials): already resolved, no call.
+    ``None`` otherwise, also when the credentials cannot be resolved (a diagnosis that uses it
+    must never hide the error it explains)."""
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        credentials = session.get_credentials()
+        account = getattr(credentials, "account_id", None)
+    except BotoCoreError:
+        return None
+    return account if isinstance(account, str) and account else None
 
 
 def client(

@@ -1,10 +1,10 @@
 """Secrets Manager adapter: reads and idempotent, conflict-detecting writes of secret values.
 
-This is the only module that touches boto3. ``ClientError`` codes and botocore failures become
-the project's ``StoreError`` types. Every write names its version (``ClientRequestToken``):
-the id derived from the version it replaces, so two writers that read the same version cannot
-both write (the second gets ``VersionConflictError``), and a retried write whose answer was lost
-is a no-op instead of a duplicate.
+``ClientError`` codes and botocore failures become the project's ``StoreError`` types
+(``store_error``, which ``secret_lookup`` uses too). Every write names its version
+(``ClientRequestToken``): the id derived from the version it replaces, so two writers that read
+the same version cannot both write (the second gets ``VersionConflictError``), and a retried
+write whose answer was lost is a no-op instead of a duplicate.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ class SecretStore:
         try:
             answer = self.client.get_secret_value(SecretId=secret_id)
         except (ClientError, BotoCoreError) as exc:
-            if _error_code(exc) == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return SecretValue(text=None, version_id=None)
-            raise _translate(exc, "read", secret_id) from exc
+            raise store_error(exc, "read", secret_id) from exc
         text = answer.get("SecretString")
         if text is None:
             raise StoreAccessError(
@@ -137,26 +137,28 @@ class SecretStore:
                 SecretId=secret_id, SecretString=text, ClientRequestToken=version_id
             )
         except (ClientError, BotoCoreError) as exc:
-            if _error_code(exc) == "ResourceExistsException":
+            if error_code(exc) == "ResourceExistsException":
                 raise VersionConflictError(
                     f"secret {secret_id!r} changed since it was read (another writer)",
                     code="ResourceExistsException",
                 ) from exc
-            raise _translate(exc, "write", secret_id) from exc
+            raise store_error(exc, "write", secret_id) from exc
         return version_id
 
 
-def _error_code(exc: ClientError | BotoCoreError) -> str | None:
+def error_code(exc: ClientError | BotoCoreError) -> str | None:
+    """The AWS error code of an answer (``None``: no answer, or none in it)."""
     if isinstance(exc, ClientError):
         return exc.response.get("Error", {}).get("Code")
     return None
 
 
-def _translate(exc: ClientError | BotoCoreError, action: str, secret_id: str) -> StoreError:
+def store_error(exc: ClientError | BotoCoreError, action: str, secret_id: str) -> StoreError:
+    """The ``StoreError`` type of a failed call (``action``: what it did to ``secret_id``)."""
     if isinstance(exc, BotoCoreError):
         name = type(exc).__name__
         return StoreUnavailableError(f"cannot {action} secret {secret_id!r}: {name}", code=name)
-    code = _error_code(exc) or "Unknown"
+    code = error_code(exc) or "Unknown"
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     text = f"cannot {action} secret {secret_id!r}: {code}"
     if code in _TRANSIENT_CODES or status >= 500:

@@ -185,6 +185,24 @@ class VersionConflictError(StoreError):
     """Another writer created the version this write would have created: re-read and decide."""
 
 
+class EventBusError(CmsTokenError):
+    """An EventBridge ``PutEvents`` call failed, or EventBridge refused its entry. ``code`` is
+    the AWS error code (botocore's exception name when no answer came); the message is that
+    code, with EventBridge's text about a refused entry when it gave one."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EventBusUnavailableError(EventBusError):
+    """Throttling, an AWS-side error, or no answer: a later request may be taken."""
+
+
+class EventBusAccessError(EventBusError):
+    """The caller may not put this event: a permission fixes it."""
+
+
 class RotationError(CmsTokenError):
     """The rotator could not finish; the message says why and what to do."""
 
