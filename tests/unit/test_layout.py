@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 # which calls AWS with the operator's own credentials), Powertools to observability.
 ONLY_IN: dict[str, set[str]] = {
     "requests": {"upstream", "consumer"},
-    "boto3": {"aws", "cli", "consumer"},
+    "boto3": {"aws", "cli"},
     "aws_lambda_powertools": {"observability"},
 }
 

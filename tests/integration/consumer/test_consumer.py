@@ -14,8 +14,8 @@ import boto3
 import pytest
 import requests
 
+from cmstoken import consumer
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.consumer import provider as consumer
 from cmstoken.core.errors import ReauthorizationRequiredError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.triggers import REFRESH_REQUESTED

@@ -27,9 +27,9 @@ import requests
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
+from cmstoken import consumer
 from cmstoken.aws import clients as aws
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.consumer import provider as consumer
 from harness import SERVICE_SECRET, Stack, approve_pending, refresh_request_queue
 
 pytestmark = pytest.mark.integration

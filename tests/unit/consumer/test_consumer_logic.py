@@ -20,9 +20,9 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from requests.adapters import HTTPAdapter
 
+from cmstoken import consumer
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
-from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
-from cmstoken.consumer import provider as consumer
+from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider, cache
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.triggers import REFRESH_REQUESTED
@@ -179,7 +179,7 @@ def test_a_nearly_expired_token_is_served_and_rechecked_every_few_seconds(
     assert provider.token() == TOKEN_A
     assert provider.token() == TOKEN_A
     assert aws.calls["GetSecretValue"] == 1
-    aws.clock.advance(consumer.NEAR_EXPIRY_RECHECK_SECONDS)
+    aws.clock.advance(cache.NEAR_EXPIRY_RECHECK_SECONDS)
     assert provider.token() == TOKEN_A
     assert aws.calls["GetSecretValue"] == 2
     assert "expires soon" in logs.text
@@ -602,11 +602,11 @@ def test_a_403_rereads_at_most_every_few_seconds_and_never_requests(aws: Aws) ->
     assert provider.token() == TOKEN_A
     assert provider.replacement(TOKEN_A) is None, "read just now: no second read yet"
     assert aws.calls["GetSecretValue"] == 1
-    aws.clock.advance(consumer.FORBIDDEN_RECHECK_SECONDS)
+    aws.clock.advance(cache.FORBIDDEN_RECHECK_SECONDS)
     assert provider.replacement(TOKEN_A) is None
     assert aws.calls["GetSecretValue"] == 2
     aws.publish(TOKEN_B)
-    aws.clock.advance(consumer.FORBIDDEN_RECHECK_SECONDS)
+    aws.clock.advance(cache.FORBIDDEN_RECHECK_SECONDS)
     assert provider.replacement(TOKEN_A) == TOKEN_B
     assert provider.token() == TOKEN_B
     assert provider.replacement(TOKEN_A) == TOKEN_B, "the cache already holds another one"

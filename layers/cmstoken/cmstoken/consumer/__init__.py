@@ -1,11 +1,18 @@
 """The consumer helper: a workload reads the service token from Secrets Manager, caches it until
 it expires, and asks the rotator for a new one when the API refuses it.
 
+``provider`` holds ``ServiceTokenProvider``, which puts together the cache (``cache``), the
+reading of the secret (``reading``), the shared waits for a token other than a refused one
+(``waits``) and the refresh requests (``refresh``); ``auth`` is the ``requests`` adapter
+(``ServiceTokenAuth``); ``errors`` holds ``ConsumerError`` and its reasons. The AWS calls are
+the ``aws`` layer's (boto3 only there).
+
 This folder, ``aws`` and ``core`` are what the ``cmstoken-consumer`` wheel ships. Imports
-``aws`` and ``core`` only.
+``aws`` and ``core`` only (and ``requests``, for ``auth``).
 """
 
-from cmstoken.consumer.provider import (
+from cmstoken.consumer.auth import ServiceTokenAuth
+from cmstoken.consumer.errors import (
     EXPIRED,
     NOT_BOOTSTRAPPED,
     REAUTHORIZATION_REQUIRED,
@@ -17,9 +24,8 @@ from cmstoken.consumer.provider import (
     UNAVAILABLE,
     UNREADABLE,
     ConsumerError,
-    ServiceTokenAuth,
-    ServiceTokenProvider,
 )
+from cmstoken.consumer.provider import ServiceTokenProvider
 
 __all__ = [
     "EXPIRED",
