@@ -56,7 +56,7 @@ from botocore.exceptions import ClientError
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core.triggers import RotationRequest
-from cmstoken.rotation.rotator import LEASE_GRACE_SECONDS
+from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World

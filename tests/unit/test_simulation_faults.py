@@ -17,7 +17,7 @@ import pytest
 
 from cmstoken.core.errors import ReauthorizationRequiredError, TransientError
 from cmstoken.core.triggers import RotationRequest
-from cmstoken.rotation.rotator import RotationResult
+from cmstoken.rotation.decisions import RotationResult
 from simulation.upstream import Loss
 from simulation.world import HOUR, World
 

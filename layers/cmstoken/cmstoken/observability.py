@@ -20,12 +20,12 @@ from cmstoken.core.errors import (
     NotBootstrappedError,
     ReauthorizationRequiredError,
 )
-from cmstoken.rotation.rotator import (
+from cmstoken.rotation.decisions import (
     OUTCOME_REAUTHORIZATION_REQUIRED,
     OUTCOME_ROTATED,
     OUTCOME_SKIPPED,
-    Rotator,
 )
+from cmstoken.rotation.rotator import Rotator
 
 logger = Logger()
 metrics = Metrics()

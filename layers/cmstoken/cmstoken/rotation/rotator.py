@@ -29,13 +29,10 @@ means another writer won a race (the run starts over); an unchanged one is marke
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from cmstoken.aws.documents import (
-    STATUS_ACTIVE,
     STATUS_REAUTHORIZATION_REQUIRED,
-    Lease,
     RawAccessToken,
     RefreshCredential,
     RefreshSecret,
@@ -44,7 +41,7 @@ from cmstoken.aws.documents import (
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import CredentialVault, Snapshot
-from cmstoken.core.clock import Clock, optional_iso, to_iso
+from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     CredentialLostError,
     CredentialRejectedError,
@@ -54,59 +51,28 @@ from cmstoken.core.errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
-    answered_2xx,
     may_send_again,
 )
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from cmstoken.core.settings import Settings
 from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation import decisions
+from cmstoken.rotation.decisions import RefreshFailure, RotationResult
 from cmstoken.rotation.publishing import Publisher
 from cmstoken.upstream.service import ServiceClient
 
 logger = logging.getLogger(__name__)
 
-OUTCOME_ROTATED = "rotated"
-OUTCOME_SKIPPED = "skipped"
-OUTCOME_REAUTHORIZATION_REQUIRED = "reauthorization_required"
-
 # Secrets Manager calls that storing a refresh's answer may take in the worst case: the write,
 # and after another writer came first, the re-read and the merged write.
 WRITE_CALLS = 3
-# A stored raw access token is exchanged only while it has at least this much life left.
-RAW_TOKEN_MIN_SECONDS = 300.0
-# A lease outlives its invocation's deadline by this much.
-LEASE_GRACE_SECONDS = 30.0
 # How often one run starts over after losing a race to another writer.
 MAX_RACES = 3
 # Storing a refresh's answer is retried, whatever the failure, until this long before the
 # deadline; what is left is for the CRITICAL log, the metric and releasing the lease.
 LOST_RESERVE_SECONDS = 2.0
 AFTER_REFRESH_STORE_RETRY = RetryPolicy(attempts=1_000_000, base_delay=0.25, max_delay=2.0)
-
-
-@dataclass(frozen=True)
-class RotationResult:
-    """What a run did, with the metadata (never a secret) that metrics and callers need."""
-
-    outcome: str
-    reason: str
-    service_token_expires_at: float | None = None
-    refreshed_at: float | None = None
-    authorized_at: float | None = None
-    reauthorize_by: float | None = None
-    refreshed: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The function's JSON result."""
-        return {
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "refreshed": self.refreshed,
-            "service_token_expires_at": optional_iso(self.service_token_expires_at),
-            "refreshed_at": optional_iso(self.refreshed_at),
-            "reauthorize_by": optional_iso(self.reauthorize_by),
-        }
 
 
 class _RaceLostError(Exception):
@@ -165,36 +131,25 @@ class Rotator:
     def run(self, request: RotationRequest, *, deadline: float) -> RotationResult:
         """One rotator run; returns the result or raises (see the module docstring)."""
         for _ in range(MAX_RACES):
-            due = self._due_reason(request, deadline)
-            if isinstance(due, RotationResult):
-                return due
+            published = self.vault.read_published(deadline)
+            due = decisions.due(
+                published,
+                forced=request.forced,
+                now=self.clock.now(),
+                margin=self.settings.refresh_margin_seconds,
+                min_interval=self.settings.min_refresh_interval_seconds,
+            )
+            if due.skipped:
+                return self._skip(due.reason, published)
             snapshot = self.vault.read_refresh(deadline)
             try:
-                return self._rotate(request, due, snapshot, deadline)
+                return self._rotate(request, due.reason, snapshot, deadline)
             except _RaceLostError:
                 logger.info("credential changed by another writer; deciding again")
         raise RotationError(
             "the refresh credential kept changing while this run worked; another writer is "
             "active (a bootstrap, or a rotator without reserved concurrency); retry later"
         )
-
-    def _due_reason(self, request: RotationRequest, deadline: float) -> str | RotationResult:
-        published = self.vault.read_published(deadline)
-        now = self.clock.now()
-        if published is None:
-            return "service token missing or unreadable"
-        if published.credential_status != STATUS_ACTIVE:
-            return "credential marked for reauthorization"
-        if published.expires_at - now <= self.settings.refresh_margin_seconds:
-            return "service token expires within the refresh margin"
-        if not request.forced:
-            return self._skip("service token is fresh", published)
-        if (
-            published.refreshed_at is not None
-            and now - published.refreshed_at < self.settings.min_refresh_interval_seconds
-        ):
-            return self._skip("forced refresh debounced (refreshed recently)", published)
-        return "forced"
 
     def _rotate(
         self, request: RotationRequest, due: str, snapshot: Snapshot, deadline: float
@@ -212,30 +167,29 @@ class Rotator:
                 " run the bootstrap again",
                 extra={"credential": fingerprint(credential.refresh_token)},
             )
-            if self.published is not None and self.published.credential_status == STATUS_ACTIVE:
+            if decisions.published_still_active(self.published):
                 # The run that marked the credential ended before marking the published copy
                 # (a crash, a timeout): finish that, announcement included.
                 self._mark_published(credential, "refused earlier", deadline)
-            return RotationResult(
-                outcome=OUTCOME_REAUTHORIZATION_REQUIRED,
-                reason="the refresh credential was refused; run the bootstrap again",
-                **self._metadata(credential),
-            )
+            return decisions.reauthorization_required(credential, self.published)
         now = self.clock.now()
-        if due == "forced" and (
-            now - credential.refreshed_at < self.settings.min_refresh_interval_seconds
-        ):
-            return self._skip("forced refresh debounced (refreshed recently)", self.published)
-        lease = snapshot.secret.lease
-        if lease is not None and lease.expires_at > now and not self._holds(lease):
-            return self._skip("another rotation holds the lease", self.published)
+        skip = decisions.skip_reason(
+            credential,
+            snapshot.secret.lease,
+            due_reason=due,
+            owner=self.owner,
+            now=now,
+            min_interval=self.settings.min_refresh_interval_seconds,
+        )
+        if skip is not None:
+            return self._skip(skip, self.published)
         raw = snapshot.secret.raw_access_token
-        if raw is not None and self._unpublished(credential, raw, now):
-            reason = "exchanged the stored raw access token"
+        if raw is not None and decisions.exchange_stored(raw, credential, self.published, now=now):
+            reason = decisions.EXCHANGED_STORED
             published = self.publisher.publish(credential, raw, deadline, reason)
             return self._rotated(reason, published, False)
 
-        if deadline - now < self.refresh_guard:
+        if decisions.too_late_to_refresh(now=now, deadline=deadline, guard=self.refresh_guard):
             raise InsufficientTimeError(
                 f"only {deadline - now:.0f} s left of the invocation; not starting a refresh "
                 f"(needs {self.refresh_guard:.0f} s to wait for its answer and store it); "
@@ -271,14 +225,15 @@ class Rotator:
         except CredentialRejectedError as exc:
             raise self._credential_rejected(credential, exc, deadline) from exc
         except Exception as exc:
-            if answered_2xx(exc):
+            failure = decisions.refresh_failure(exc)
+            if failure is RefreshFailure.SPENT:
                 logger.critical(
                     "the identity provider answered the refresh (2xx) but no usable refresh "
                     "token could be read from its answer; the one sent is spent and is not "
                     "sent again",
                     extra={"previous": fingerprint(credential.refresh_token)},
                 )
-            elif getattr(exc, "outcome_unknown", False):
+            elif failure is RefreshFailure.UNKNOWN:
                 # The request may still be in the provider's hands: the lease stays until it
                 # expires, so that no run presents the same token while its answer could come.
                 logger.error(
@@ -295,23 +250,8 @@ class Rotator:
                 raise
             self._release(claimed, deadline)
             raise
-        rotated = replace(
-            credential,
-            refresh_token=answer.refresh_token,
-            refreshed_at=answer.received_at,
-            status=STATUS_ACTIVE,
-        )
-        # The access token is kept only when it is usable: otherwise the next run refreshes
-        # again (with the refresh token stored here) instead of exchanging it.
-        new_raw = (
-            None
-            if answer.access_token is None or answer.problems
-            else RawAccessToken(
-                token=answer.access_token,
-                expires_at=answer.access_token_expires_at,
-                expires_at_assumed=answer.expiry_assumed,
-            )
-        )
+        rotated = decisions.rotated_credential(credential, answer)
+        new_raw = decisions.usable_raw_token(answer)
         stored = self._store_rotation(claimed, credential, rotated, new_raw, deadline)
         self.credential = rotated
         logger.info(
@@ -348,8 +288,7 @@ class Rotator:
 
     def _claim(self, snapshot: Snapshot, deadline: float) -> Snapshot:
         """Write the lease as the version replacing the one read; a lost race starts over."""
-        lease = Lease(owner=self.owner, expires_at=deadline + LEASE_GRACE_SECONDS)
-        claimed = replace(snapshot.secret, lease=lease)
+        claimed = replace(snapshot.secret, lease=decisions.new_lease(self.owner, deadline))
         try:
             return self.vault.write_refresh(claimed, snapshot.version_id, deadline)
         except VersionConflictError as exc:
@@ -373,11 +312,8 @@ class Rotator:
         ``CredentialLostError``."""
 
         def merge(document: RefreshSecret) -> RefreshSecret | None:
-            current = document.credential
-            if current is None or current.refresh_token != previous.refresh_token:
-                return None  # a new authorization replaced the credential meanwhile
-            return replace(
-                document, credential=rotated, raw_access_token=raw, lease=claimed.secret.lease
+            return decisions.merge_rotation(
+                document, previous=previous, rotated=rotated, raw=raw, lease=claimed.secret.lease
             )
 
         give_up_at = deadline - LOST_RESERVE_SECONDS
@@ -423,20 +359,15 @@ class Rotator:
         or a candidate written meanwhile stays); returns the error to raise."""
 
         def mark(document: RefreshSecret) -> RefreshSecret | None:
-            stored = document.credential
-            if stored is None or stored.refresh_token != credential.refresh_token:
-                return None  # another writer rotated or replaced it: a race, not a refusal
-            return replace(
-                document,
-                credential=replace(stored, status=STATUS_REAUTHORIZATION_REQUIRED),
-                lease=None if self._holds(document.lease) else document.lease,
+            return decisions.mark_refused(
+                document, refused=credential.refresh_token, owner=self.owner
             )
 
         written = self.vault.update_refresh(self.vault.read_refresh(deadline), mark, deadline)
         if written is None:
             raise _RaceLostError from error
         marked = written.secret.credential
-        assert marked is not None  # mark() wrote it
+        assert marked is not None  # mark_refused wrote it
         self.credential = marked
         logger.error(
             "reauthorization required: the identity provider refused the refresh credential; "
@@ -454,10 +385,7 @@ class Rotator:
         (kept when another writer published meanwhile: a new authorization's token) and
         announce it."""
         if self.published is not None:
-            self.vault.write_published(
-                replace(self.published, credential_status=STATUS_REAUTHORIZATION_REQUIRED),
-                deadline,
-            )
+            self.vault.write_published(decisions.marked_published(self.published), deadline)
         if self.notifier is not None:
             self.notifier.reauthorization_required(
                 secret_id=self.settings.refresh_secret_id,
@@ -472,48 +400,17 @@ class Rotator:
         try:
             if read_first:
                 held = self.vault.read_refresh(deadline)
-                if not self._holds(held.secret.lease):
+                if not decisions.holds(held.secret.lease, self.owner):
                     return
             self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
             logger.warning("could not release the rotation lease; it expires by itself")
 
-    # --- helpers ----------------------------------------------------------------------------
-
-    def _holds(self, lease: Lease | None) -> bool:
-        """Whether ``lease`` is this invocation's."""
-        return lease is not None and lease.owner == self.owner
-
-    def _unpublished(self, credential: RefreshCredential, raw: RawAccessToken, now: float) -> bool:
-        """True when the stored raw token is from a refresh whose service token never made it
-        to the published document, and can still be exchanged."""
-        if raw.expires_at - now < RAW_TOKEN_MIN_SECONDS:
-            return False
-        published = self.published
-        return (
-            published is None
-            or published.credential_status != STATUS_ACTIVE
-            or int(published.issued_at) < int(credential.refreshed_at)
-        )
-
-    def _metadata(self, credential: RefreshCredential | None) -> dict[str, Any]:
-        published = self.published
-        return {
-            "service_token_expires_at": published.expires_at if published else None,
-            "refreshed_at": credential.refreshed_at if credential else None,
-            "authorized_at": credential.authorized_at if credential else None,
-            "reauthorize_by": credential.reauthorize_by if credential else None,
-        }
+    # --- results --------------------------------------------------------------------------
 
     def _skip(self, reason: str, published: ServiceTokenDocument | None) -> RotationResult:
         logger.info("rotation skipped", extra={"reason": reason})
-        return RotationResult(
-            outcome=OUTCOME_SKIPPED,
-            reason=reason,
-            service_token_expires_at=published.expires_at if published else None,
-            refreshed_at=published.refreshed_at if published else None,
-            reauthorize_by=published.reauthorize_by if published else None,
-        )
+        return decisions.skipped(reason, published)
 
     def _rotated(
         self, reason: str, published: ServiceTokenDocument, refreshed: bool
@@ -522,9 +419,4 @@ class Rotator:
             "service token published",
             extra={"reason": reason, "expires_at": to_iso(published.expires_at)},
         )
-        return RotationResult(
-            outcome=OUTCOME_ROTATED,
-            reason=reason,
-            refreshed=refreshed,
-            **self._metadata(self.credential),
-        )
+        return decisions.rotated(reason, self.credential, self.published, refreshed=refreshed)
