@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cmstoken.cli.get_token import Options, run
+from cmstoken.cli.get_token import run
+from cmstoken.cli.get_token_options import Options
 from cmstoken.core.errors import MalformedResponseError
 from cmstoken.upstream.models import DeviceAuthorization
 from cmstoken.upstream.service import ServiceClient

@@ -14,8 +14,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cmstoken.cli import get_token
-from cmstoken.cli.get_token import AbortedError, Options, Result, parse_args, render, run
+from cmstoken.cli import (
+    get_token,
+    get_token_flows,
+    get_token_parser,
+    get_token_refresh_file,
+    get_token_retries,
+)
+from cmstoken.cli.get_token import run
+from cmstoken.cli.get_token_flows import AbortedError
+from cmstoken.cli.get_token_options import Options
+from cmstoken.cli.get_token_output import Result, render
+from cmstoken.cli.get_token_parser import parse_args
 from cmstoken.core.errors import (
     AccessDeniedError,
     MalformedResponseError,
@@ -199,7 +209,7 @@ def test_yes_continues(answer: str) -> None:
     assert DEVICE_DOCUMENT["verification_uri_complete"] in err
     assert DEVICE_DOCUMENT["user_code"] in err
     assert "15 minutes" in err
-    assert get_token.PROMPT in err
+    assert get_token_flows.PROMPT in err
     for secret in [
         DEVICE_DOCUMENT["device_code"],
         TOKENS_DOCUMENT["refresh_token"],
@@ -307,7 +317,7 @@ def test_refused_exchange_still_prints_the_new_refresh_token() -> None:
 
 
 def test_the_refresh_token_is_kept_out_of_reprs() -> None:
-    from cmstoken.cli.get_token import parse_args
+    from cmstoken.cli.get_token_parser import parse_args
 
     options = parse_args(["--base-url", "https://api.example.com", "-r", "v1.secret-value"], {})
     assert options.refresh_token == "v1.secret-value"
@@ -317,7 +327,7 @@ def test_the_refresh_token_is_kept_out_of_reprs() -> None:
 def test_r_dash_reads_standard_input_and_the_flag_beats_the_environment() -> None:
     import io
 
-    from cmstoken.cli.get_token import parse_args
+    from cmstoken.cli.get_token_parser import parse_args
 
     environ = {"CMS_REFRESH_TOKEN": "v1.from-environment"}
     options = parse_args(
@@ -557,7 +567,7 @@ def test_argparse_s_own_error_text_is_rebuilt_too(
     text: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as raised:
-        get_token.build_parser().error(text)
+        get_token_parser.build_parser().error(text)
     assert raised.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"get-token: error: {message}"
 
@@ -697,13 +707,13 @@ def test_retries_wait_at_most_the_budget_in_all() -> None:
     transport.script = [rate_limited(20) for _ in range(20)]
     with pytest.raises(RateLimitedError):
         renew(client)
-    assert sum(clock.sleeps) <= get_token.RETRY_BUDGET_SECONDS
+    assert sum(clock.sleeps) <= get_token_retries.RETRY_BUDGET_SECONDS
     assert clock.sleeps  # it did wait, within the budget
     assert len(transport.sent) == len(clock.sleeps) + 1
 
 
 def test_a_hint_longer_than_the_policy_allows_is_not_waited_for() -> None:
-    code_hint = int(get_token.RETRIES.max_retry_after) + 1
+    code_hint = int(get_token_retries.RETRIES.max_retry_after) + 1
     client, transport, clock = service([response(200, PROVIDER_DOCUMENT), rate_limited(code_hint)])
     with pytest.raises(RateLimitedError):
         renew(client)
@@ -738,13 +748,13 @@ class Terminal(io.StringIO):
 def test_the_countdown_is_live_on_a_terminal_only() -> None:
     clock = FakeClock()
     terminal = Terminal()
-    with get_token.Countdown(terminal, clock.now() + 125, clock.now):
+    with get_token_flows.Countdown(terminal, clock.now() + 125, clock.now):
         pass
     shown = terminal.getvalue()
     assert shown.startswith("\rwaiting for approval: 02:05 left")
     assert shown.endswith("\n")
     pipe = io.StringIO()
-    with get_token.Countdown(pipe, clock.now() + 125, clock.now):
+    with get_token_flows.Countdown(pipe, clock.now() + 125, clock.now):
         pass
     assert pipe.getvalue() == ""
 
@@ -769,6 +779,6 @@ def test_a_file_of_another_user_in_a_sticky_directory_is_refused_before_sending(
     path.write_text("v1.some-refresh-token\n")
     directory.chmod(0o1777)
     monkeypatch.setattr(os, "geteuid", lambda: path.stat().st_uid + 4242)
-    with pytest.raises(get_token.RefreshFileError, match="belongs to another user"):
-        get_token.RefreshFile.open(str(path), stderr=io.StringIO())
+    with pytest.raises(get_token_refresh_file.RefreshFileError, match="belongs to another user"):
+        get_token_refresh_file.RefreshFile.open(str(path), stderr=io.StringIO())
     assert sorted(os.listdir(directory)) == ["refresh-token.txt"]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cmstoken.cli import admin, get_token
+from cmstoken.cli import admin, get_token_flows
 from cmstoken.cli.admin import AdminError, LambdaInvoker, StackFunctions
-from cmstoken.cli.get_token import AbortedError
+from cmstoken.cli.get_token_flows import AbortedError
 from cmstoken.core.redaction import displayable, printable
 from cmstoken.upstream.device_flow import StartedAuthorization
 from cmstoken.upstream.identity import IdentityClient
@@ -75,10 +75,10 @@ def test_get_token_prints_the_address_and_code_harmlessly(
         authorization=authorization,
         identity=IdentityClient("https://login.example.com", transport=service.transport),
     )
-    monkeypatch.setattr(get_token, "start_device_authorization", lambda *_, **__: started)
+    monkeypatch.setattr(get_token_flows, "start_device_authorization", lambda *_, **__: started)
     stderr = io.StringIO()
     with pytest.raises(AbortedError):
-        get_token.run_device_flow(
+        get_token_flows.run_device_flow(
             service, free_trial=False, stdin=io.StringIO("n\n"), stderr=stderr
         )
     shown = stderr.getvalue()

@@ -1,0 +1,166 @@
+"""``get-token``'s ways to the tokens: the device authorization (with the person's
+confirmation and the countdown), the refresh, and the exchange for the service token."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from cmstoken.cli import countdown
+from cmstoken.cli.console import is_terminal, say, shown
+from cmstoken.cli.get_token_output import Result
+from cmstoken.cli.get_token_retries import Retries, refused_for_now
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import (
+    CmsTokenError,
+    MalformedResponseError,
+    TransientError,
+    may_send_again,
+)
+from cmstoken.upstream.device_flow import StartedAuthorization, start_device_authorization
+from cmstoken.upstream.identity import IdentityClient
+from cmstoken.upstream.models import DeviceAuthorization, RawTokens, TokenAnswer
+from cmstoken.upstream.service import ServiceClient
+
+PROMPT = "Press y once you have approved the login in your browser (y/N): "
+YES = frozenset({"y", "yes"})
+
+
+class AbortedError(CmsTokenError):
+    """The user did not confirm the login."""
+
+
+class Countdown(countdown.Countdown):
+    """``get-token``'s countdown: live on a terminal from the start, saying how to give up;
+    nothing elsewhere."""
+
+    tail = " (Ctrl-C to give up) "
+
+
+def run_device_flow(
+    service: ServiceClient,
+    *,
+    free_trial: bool,
+    stdin: TextIO | None,
+    stderr: TextIO,
+    retries: Retries | None = None,
+) -> Result:
+    """Provider information and a device code, the address on stderr, the (y/N) confirmation,
+    then RFC 8628 polling until the tokens arrive (or a terminal error), with a countdown on
+    stderr when it is a terminal."""
+    retries = retries or Retries(service.clock, stderr)
+    started: StartedAuthorization = retries.call(
+        lambda: start_device_authorization(service, free_trial=free_trial),
+        description="device authorization",
+        retryable=refused_for_now,
+    )
+    authorization = started.authorization
+    say(stderr, _where_to_approve(authorization, free_trial=free_trial))
+    _confirm(stdin, stderr)
+    say(stderr, "Waiting for the authorization...")
+    with Countdown(stderr, authorization.expires_at, service.clock.now):
+        tokens = started.poller().run()
+    if tokens is None:  # only with a stop_at, which is not given
+        raise AbortedError("polling stopped before the authorization finished")
+    say(stderr, "Authorized.")
+    return _result(tokens, started.provider.scope, stderr)
+
+
+def _where_to_approve(authorization: DeviceAuthorization, *, free_trial: bool) -> str:
+    """The address to open and the code to check, for the person at the terminal."""
+    account = " (free-trial account)" if free_trial else ""
+    # Checked when parsed; made harmless here all the same, as everything the provider says.
+    return (
+        f"\nTo log in{account}, open this address in a browser and approve the request:\n\n"
+        f"    {shown(authorization.verification_uri_complete)}\n\n"
+        f"and check that the page shows this code:\n\n"
+        f"    {shown(authorization.user_code)}\n\n"
+        f"The code is valid for {_duration(authorization.expires_in)} "
+        f"(until {to_iso(authorization.expires_at)}).\n"
+    )
+
+
+def _confirm(stdin: TextIO | None, stderr: TextIO) -> None:
+    """The (y/N) question on stderr, answered on ``stdin``; ``AbortedError`` unless yes."""
+    stderr.write(PROMPT)
+    stderr.flush()
+    answer = stdin.readline() if stdin is not None else ""
+    if not answer or not is_terminal(stdin):
+        say(stderr, "")  # nobody pressed Enter on this line
+    if answer.strip().lower() not in YES:
+        raise AbortedError("aborted")
+
+
+def run_refresh(
+    service: ServiceClient,
+    refresh_token: str,
+    *,
+    free_trial: bool,
+    stderr: TextIO,
+    retries: Retries | None = None,
+) -> Result:
+    """Provider information, then a refresh with the provider's (free-trial) client id. Either
+    is sent again only when it provably was not acted on (``may_send_again``)."""
+    retries = retries or Retries(service.clock, stderr)
+    provider = retries.call(
+        service.provider_info, description="provider", retryable=refused_for_now
+    )
+    identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
+    say(stderr, "Refreshing...")
+    try:
+        answer = retries.call(
+            lambda: identity.refresh(
+                client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
+            ),
+            description="refresh",
+            retryable=refused_for_now,
+        )
+    except TransientError as exc:
+        if not may_send_again(exc):
+            say(
+                stderr, "The identity provider may have acted: the refresh token given may be void."
+            )
+        raise
+    return _result(answer, provider.scope, stderr)
+
+
+def _result(answer: TokenAnswer, default_scope: str, stderr: TextIO) -> Result:
+    """A 2xx token answer (refresh or device flow) as the result to print. Its refresh token is
+    kept whatever else it lacks: without a usable access token the exchange fails, and the new
+    refresh token is printed for the next run."""
+    if answer.problems:
+        say(stderr, "The answer is not as specified: " + "; ".join(answer.problems) + ".")
+    tokens = RawTokens(
+        access_token=answer.usable_access_token or "",
+        refresh_token=answer.refresh_token,
+        id_token=answer.id_token,
+        scope=answer.scope,
+        expires_in=max(0, round(answer.access_token_expires_at - answer.received_at)),
+        received_at=answer.received_at,
+    )
+    return Result(tokens=tokens, scope=tokens.scope or default_scope)
+
+
+def exchange(service: ServiceClient, result: Result, retries: Retries | None = None) -> Result:
+    """The raw access token exchanged for the service token (transient failures retried: the
+    raw token stays valid for the next attempt)."""
+    tokens = result.tokens
+    if not tokens.access_token:
+        raise MalformedResponseError(
+            "refresh: the answer holds no access token to exchange", endpoint="refresh", status=200
+        )
+    retries = retries or Retries(service.clock, None)
+    service_token = retries.call(
+        lambda: service.exchange(
+            tokens.access_token, fallback_expires_at=tokens.access_token_expires_at
+        ),
+        description="exchange",
+        retryable=None,  # the raw access token it sends stays valid for another attempt
+    )
+    return Result(tokens=tokens, scope=result.scope, service_token=service_token)
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 60 or seconds < 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = seconds // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"

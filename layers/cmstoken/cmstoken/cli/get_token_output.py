@@ -1,0 +1,42 @@
+"""What ``get-token`` prints on standard output: the tokens, in JSON (for jq) or plain text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from cmstoken.upstream.models import RawTokens, ServiceToken
+
+TOKEN_TYPE = "Bearer"  # noqa: S105 -- a token type, not a secret
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the command prints: the raw token response, the service token (absent when the
+    exchange failed) and the scope to report."""
+
+    tokens: RawTokens
+    scope: str
+    service_token: ServiceToken | None = None
+
+
+def render(result: Result, output_format: str, *, now: float) -> str:
+    """The standard output text (newline-terminated). Without a service token (failed
+    exchange) only the refresh token and scope are rendered, so that they are not lost."""
+    fields: dict[str, str | int] = {}
+    if result.service_token is not None:
+        fields["access_token"] = result.service_token.token
+    fields["refresh_token"] = result.tokens.refresh_token
+    if output_format == "plain":
+        if result.service_token is not None:
+            fields["expires_in"] = _seconds_left(result.service_token, now)
+        return "".join(f"{key}: {value}\n" for key, value in fields.items())
+    fields["scope"] = result.scope
+    if result.service_token is not None:
+        fields["expires_in"] = _seconds_left(result.service_token, now)
+        fields["token_type"] = TOKEN_TYPE
+    return json.dumps(fields) + "\n"
+
+
+def _seconds_left(service_token: ServiceToken, now: float) -> int:
+    return max(0, int(service_token.expires_at - now))

@@ -1,0 +1,216 @@
+"""``get-token``'s command line: the help text, the parser, and the options resolved from the
+arguments, the environment and standard input (usage errors exit 2 before anything is sent)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from cmstoken import __version__
+from cmstoken.cli.console import is_terminal
+from cmstoken.cli.get_token_options import (
+    ENV_BASE_URL,
+    ENV_REFRESH_TOKEN,
+    FORMATS,
+    FROM_STDIN,
+    PROG,
+    REFRESH_FILE_OPTION,
+    Options,
+)
+from cmstoken.cli.get_token_retries import RETRY_BUDGET_SECONDS
+from cmstoken.cli.get_token_usage import RedactingParser
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.urls import validate_url
+
+DESCRIPTION = """\
+Get a Cluster Management Service token. Without --refresh or --refresh-file: log in with
+the device authorization flow (open the printed address, approve the login, then press y).
+With --refresh: renew from a refresh token; with --refresh-file: renew the refresh token
+kept in a file, in place. Either way the raw access token is then exchanged for the service
+token, which is printed with the new refresh token.
+"""
+
+
+EPILOG = f"""\
+environment:
+  {ENV_BASE_URL}    the service's address ({{base_url}}), used when --base-url is not
+                      given; https, or http on 127.0.0.1, ::1 or localhost
+  {ENV_REFRESH_TOKEN}   a refresh token to renew from when neither -r nor --refresh-file
+                      is given (kept out of the process list and shell history, unlike
+                      -r TOKEN); set but empty is a usage error
+
+renewing without exposing the refresh token:
+  get-token --refresh-file refresh-token.txt   (the file is renewed in place: run it again
+                                                 next time, as is)
+  get-token -r - < file        or   printf %s "$token" | get-token -r -
+  {ENV_REFRESH_TOKEN}=... get-token   (-r TOKEN works too, but shows in ps and history)
+  With -r and {ENV_REFRESH_TOKEN} the token given is void afterwards: keep the new one.
+
+--refresh-file PATH:
+  PATH holds the refresh token on one line. Before anything is sent, get-token checks that
+  the file can be replaced: it creates a temporary file beside it (so the directory must be
+  writable); if it cannot, it exits 2 and the token is not spent. Once the identity
+  provider has answered, the new refresh token is written back atomically (the temporary
+  file is written and flushed to disk, renamed over PATH, the directory flushed; mode 0600)
+  before anything is printed, so the next run uses it. Runs on files in one directory take
+  turns, so that two at once never present the same token.
+  A symlink is followed: the file it points to is replaced and the link kept. Replacing the
+  link with a file would leave its target holding the spent token, and whatever reads the
+  target next would present it again: a reuse, which revokes every token of the login.
+  If the write fails after the answer, the new refresh token is printed on standard error
+  (it is then its only copy: save it) and the exit code is 1.
+
+output (standard output only; everything else goes to standard error):
+  json    one JSON object: {{"access_token": <service token>, "refresh_token": <new refresh
+          token>, "scope": <granted scope>, "expires_in": <seconds until the service token
+          expires>, "token_type": "Bearer"}}
+  plain   three lines: "access_token: ...", "refresh_token: ...", "expires_in: ..."
+  If the exchange fails after new tokens were issued, only the new refresh token (and scope)
+  is printed, so that it is not lost, and the exit code is 1.
+
+waits and retries:
+  Calls refused for a while (HTTP 429, honouring Retry-After or X-RateLimit-Reset, and 503
+  or 500) are sent again, waiting at most {RETRY_BUDGET_SECONDS:.0f} s in all; a longer wait hint
+  is not waited for, and a connection that cannot be made fails at once, naming why. A
+  refresh is never sent again once the provider may have acted on it (no answer in time, a
+  dropped connection, a gateway's 502 or 504, any 2xx answer). While the approval is
+  awaited, a countdown shows on standard error when it is a terminal.
+
+exit codes:
+  0    success
+  1    upstream or authorization failure (denied, expired, unreachable, refused, aborted),
+       or the new refresh token could not be saved to the --refresh-file (see above)
+  2    usage error (bad option or value, missing or invalid base URL, an empty
+       {ENV_REFRESH_TOKEN}, a --refresh-file that is missing, empty or cannot be
+       replaced); no token was sent
+  130  interrupted (Ctrl-C)
+"""
+
+
+def build_parser() -> RedactingParser:
+    """The command-line parser, with the help text."""
+    parser = RedactingParser(
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "-ft",
+        "--freetrial",
+        action="store_true",
+        dest="free_trial",
+        help="log in with a free-trial account (uses the provider's freetrialClientId)",
+    )
+    parser.add_argument(
+        "-o",
+        "--format",
+        choices=FORMATS,
+        default="json",
+        dest="output_format",
+        help="output format (default: json)",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "-r",
+        "--refresh",
+        metavar="TOKEN",
+        dest="refresh_token",
+        help=(
+            f"renew from a refresh token instead of logging in; '{FROM_STDIN}' reads it from "
+            f"standard input (preferred: a TOKEN argument shows in ps and shell history); "
+            f"default: ${ENV_REFRESH_TOKEN} when set. The token given is void afterwards: keep "
+            "the new refresh_token of the output (use the same -ft as when it was obtained)"
+        ),
+    )
+    source.add_argument(
+        REFRESH_FILE_OPTION,
+        metavar="PATH",
+        dest="refresh_file",
+        help=(
+            "renew the refresh token kept in the file PATH, in place: the new one is written "
+            "back atomically before anything is printed (see --refresh-file PATH below)"
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"the service's address ({{base_url}}); default: ${ENV_BASE_URL}",
+    )
+    return parser
+
+
+def parse_args(
+    argv: Sequence[str] | None, environ: Mapping[str, str], stdin: TextIO | None = None
+) -> Options:
+    """Parse the command line and resolve the base URL and the refresh token (``-r -`` reads
+    it from ``stdin``); exits 2 (with usage) on a usage error."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    # argparse takes "-f" for "-ft" (single-dash prefixes match even without abbreviations)
+    if "-f" in words[: words.index("--") if "--" in words else None]:
+        parser.refuse("unrecognized arguments: -f (the free-trial flag is -ft)")
+    args = parser.parse_words(words)
+    base_url = _base_url(parser, args.base_url, environ)
+    if args.refresh_file is not None and args.refresh_file.strip() in ("", FROM_STDIN):
+        parser.refuse(
+            f"argument {REFRESH_FILE_OPTION}: expects the path of a file holding the refresh "
+            f"token (to read the token from standard input, use -r {FROM_STDIN})"
+        )
+    return Options(
+        base_url=base_url,
+        free_trial=args.free_trial,
+        output_format=args.output_format,
+        refresh_token=_refresh_token(parser, args, environ, stdin),
+        refresh_file=args.refresh_file,
+    )
+
+
+def _base_url(parser: RedactingParser, given: str | None, environ: Mapping[str, str]) -> str:
+    """``--base-url``, else ``$SERVICE_BASE_URL``, checked against the URL rule."""
+    base_url = given if given is not None else environ.get(ENV_BASE_URL, "")
+    if not base_url.strip():
+        parser.refuse(f"no service address: pass --base-url or set {ENV_BASE_URL}")
+    try:
+        return validate_url(base_url, what="service base URL")
+    except ConfigurationError as exc:
+        parser.refuse(str(exc))  # validate_url's words never repeat any part of the URL
+
+
+def _refresh_token(
+    parser: RedactingParser,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    stdin: TextIO | None,
+) -> str | None:
+    """The refresh token to renew from: ``-r TOKEN``, ``-r -`` (standard input), else
+    ``$CMS_REFRESH_TOKEN`` when neither ``-r`` nor ``--refresh-file`` is given; ``None`` for
+    the device flow (or the refresh file, read later)."""
+    refresh_token: str | None = args.refresh_token
+    if refresh_token == FROM_STDIN:
+        refresh_token = _read_secret(sys.stdin if stdin is None else stdin)
+        if not refresh_token:
+            parser.refuse("argument -r/--refresh: no refresh token on standard input")
+    elif refresh_token is None and args.refresh_file is None and ENV_REFRESH_TOKEN in environ:
+        refresh_token = environ[ENV_REFRESH_TOKEN].strip()
+        if not refresh_token:
+            parser.refuse(
+                f"{ENV_REFRESH_TOKEN} is set but empty: set it to the refresh token, or unset "
+                "it to log in with the device flow"
+            )
+    if refresh_token is not None and not refresh_token.strip():
+        parser.refuse("argument -r/--refresh: the refresh token is empty")
+    return refresh_token
+
+
+def _read_secret(stdin: TextIO) -> str:
+    """One line from standard input, without echo when it is a terminal."""
+    if is_terminal(stdin):
+        import getpass
+
+        return getpass.getpass("refresh token: ", stream=sys.stderr).strip()
+    return stdin.readline().strip()
