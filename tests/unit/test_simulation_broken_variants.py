@@ -15,8 +15,9 @@ from cmstoken.aws.documents import Lease
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import CredentialVault, Snapshot
 from cmstoken.core.errors import VersionConflictError
-from cmstoken.rotation import rotator as rotation
+from cmstoken.rotation import refreshing
 from cmstoken.rotation.publishing import Publisher
+from cmstoken.rotation.refreshing import Refresher
 from cmstoken.rotation.rotator import Rotator
 from simulation.exploration import TWO_ROTATORS, Bounds, Report, explore
 
@@ -54,10 +55,10 @@ def test_a_skipped_claim_is_caught(
 def test_storing_the_rotated_token_after_the_exchange_is_caught(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = Rotator._store_rotation
+    store = Refresher.store
     publish = Publisher.publish
 
-    def deferred(self: Rotator, claimed: Snapshot, *args: Any) -> Snapshot:
+    def deferred(self: Refresher, claimed: Snapshot, *args: Any) -> Snapshot:
         self.publisher._deferred = lambda: store(self, claimed, *args)  # type: ignore[attr-defined]
         return claimed
 
@@ -66,7 +67,7 @@ def test_storing_the_rotated_token_after_the_exchange_is_caught(
         self._deferred = None  # type: ignore[attr-defined]
         return publish(self, *args, before_write=later)  # stored after exchange and listing
 
-    monkeypatch.setattr(Rotator, "_store_rotation", deferred)
+    monkeypatch.setattr(Refresher, "store", deferred)
     monkeypatch.setattr(Publisher, "publish", late)
     found(explore(TWO_ROTATORS, BOUNDS), capsys, "I2")
 
@@ -98,7 +99,7 @@ def test_a_refresh_sent_again_after_a_slow_answer_is_caught(
         status = getattr(error, "status", None)
         return not (isinstance(status, int) and 200 <= status < 300)
 
-    monkeypatch.setattr(rotation, "may_send_again", old_rule)
+    monkeypatch.setattr(refreshing, "may_send_again", old_rule)
     found(explore(TWO_ROTATORS, SLOW), capsys, "I1")
 
 
@@ -114,7 +115,7 @@ def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
         try:
             return self.vault.write_refresh(claimed, snapshot.version_id, deadline)
         except VersionConflictError as exc:
-            raise rotation._RaceLostError from exc
+            raise refreshing.RaceLostError from exc
 
     monkeypatch.setattr(Rotator, "_claim", short_lease)
     found(explore(TWO_ROTATORS, SLOW), capsys, "I1", "I2", "I4")

@@ -72,7 +72,8 @@ def test_the_rotator_timeout_covers_the_refresh_guard(resources: dict[str, Any])
     longest), and still has the refresh guard left: the refresh's whole time limit and the
     reserve for storing its answer."""
     from cmstoken.aws.secrets import StoreTimeouts
-    from cmstoken.rotation.rotator import LOST_RESERVE_SECONDS, WRITE_CALLS
+    from cmstoken.rotation.refreshing import LOST_RESERVE_SECONDS
+    from cmstoken.rotation.rotator import WRITE_CALLS
     from cmstoken.upstream.http import Timeouts
 
     attempt = StoreTimeouts().attempt_limit

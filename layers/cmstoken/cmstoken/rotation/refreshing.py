@@ -1,0 +1,182 @@
+"""The refresh under a claimed lease: the grant, storing its answer, giving the lease back.
+
+A refresh is sent again only when it provably was not acted on (``may_send_again``). After one
+whose outcome is unknown the lease stays until it expires, so that no run presents the token
+while its answer could still come; after a 2xx answer without a usable refresh token the token
+sent is spent. The rotated refresh token exists nowhere else, so storing it is retried, whatever
+the failure, until just before the deadline (if it still fails: a CRITICAL log, the
+``CredentialLost`` metric, the lease released).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from cmstoken.aws.documents import RawAccessToken, RefreshCredential, RefreshSecret
+from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.core.clock import Clock, to_iso
+from cmstoken.core.errors import CredentialLostError, CredentialRejectedError, may_send_again
+from cmstoken.core.redaction import fingerprint
+from cmstoken.core.retry import RetryPolicy, call_with_retries
+from cmstoken.rotation import decisions
+from cmstoken.rotation.decisions import RefreshFailure
+from cmstoken.rotation.publishing import Publisher
+
+if TYPE_CHECKING:
+    from cmstoken.upstream.models import TokenAnswer
+
+logger = logging.getLogger(__name__)
+
+# Storing a refresh's answer is retried, whatever the failure, until this long before the
+# deadline; what is left is for the CRITICAL log, the metric and releasing the lease.
+LOST_RESERVE_SECONDS = 2.0
+AFTER_REFRESH_STORE_RETRY = RetryPolicy(attempts=1_000_000, base_delay=0.25, max_delay=2.0)
+
+
+class RaceLostError(Exception):
+    """Another writer changed the credential while this run worked: re-read and decide again."""
+
+
+class Refresher:
+    """Refreshes the credential for the invocation ``owner`` and stores the answer, through the
+    rotator's publisher (its upstream retries) and vault."""
+
+    def __init__(
+        self, publisher: Publisher, vault: CredentialVault, clock: Clock, *, owner: str
+    ) -> None:
+        self.publisher = publisher
+        self.vault = vault
+        self.clock = clock
+        self.owner = owner
+
+    def send(
+        self, credential: RefreshCredential, claimed: Snapshot, answer_by: float, deadline: float
+    ) -> TokenAnswer:
+        """The identity provider's answer to the credential's refresh token, by ``answer_by``.
+        After a failure the lease is given back, unless the outcome is unknown: then it stays
+        until it expires. A refused credential (``CredentialRejectedError``) is the caller's."""
+        try:
+            from cmstoken.upstream.identity import IdentityClient  # only a refresh needs it
+
+            identity = IdentityClient(
+                credential.issuer_url, transport=self.publisher.service.transport, clock=self.clock
+            )
+            return self.publisher.upstream(
+                lambda timeout: identity.refresh(
+                    client_id=credential.client_id,
+                    refresh_token=credential.refresh_token,
+                    time_limit=timeout,
+                ),
+                answer_by,
+                "refresh",
+                retryable=may_send_again,
+            )
+        except CredentialRejectedError:
+            raise
+        except Exception as exc:
+            failure = decisions.refresh_failure(exc)
+            _log_failure(failure, exc, credential, claimed)
+            if failure is not RefreshFailure.UNKNOWN:
+                self.release(claimed, deadline)
+            raise
+
+    def store(
+        self,
+        claimed: Snapshot,
+        previous: RefreshCredential,
+        rotated: RefreshCredential,
+        raw: RawAccessToken | None,
+        deadline: float,
+    ) -> Snapshot:
+        """Store the rotated credential over the claim, merging with any writer that came
+        between (a bootstrap's pending authorization, say) as long as the credential is ours
+        (else ``RaceLostError``). The lease stays until it expires, covering the exchange and
+        the publication. Every failure is retried until ``LOST_RESERVE_SECONDS`` before the
+        deadline; then: CRITICAL log, lease released, ``CredentialLostError``."""
+
+        def merge(document: RefreshSecret) -> RefreshSecret | None:
+            return decisions.merge_rotation(
+                document, previous=previous, rotated=rotated, raw=raw, lease=claimed.secret.lease
+            )
+
+        give_up_at = deadline - LOST_RESERVE_SECONDS
+        try:
+            stored = call_with_retries(
+                lambda: self.vault.update_refresh(claimed, merge, give_up_at),
+                retry_on=(Exception,),
+                policy=AFTER_REFRESH_STORE_RETRY,
+                clock=self.clock,
+                deadline=give_up_at,
+                description="store the rotated refresh token",
+                attempt_seconds=self.vault.store.timeouts.attempt_limit,
+            )
+        except Exception as exc:
+            lost = _lost(previous, rotated, exc)
+            self.release(claimed, deadline, read_first=True)
+            raise lost from exc
+        if stored is None:
+            logger.warning(
+                "a new authorization replaced the credential during the refresh; "
+                "the rotated token of the old one is dropped"
+            )
+            raise RaceLostError
+        return stored
+
+    def release(self, held: Snapshot, deadline: float, *, read_first: bool = False) -> None:
+        """Give the lease back after a handled failure, so that a retry need not wait for it.
+        ``held`` is the newest version this run wrote; with ``read_first``, the lease is taken
+        off whatever is stored now, if it is still this run's."""
+        try:
+            if read_first:
+                held = self.vault.read_refresh(deadline)
+                if not decisions.holds(held.secret.lease, self.owner):
+                    return
+            self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
+        except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
+            logger.warning("could not release the rotation lease; it expires by itself")
+
+
+def _log_failure(
+    failure: RefreshFailure, error: BaseException, credential: RefreshCredential, claimed: Snapshot
+) -> None:
+    """The CRITICAL log of a spent refresh token, or the ERROR log of an unknown outcome."""
+    if failure is RefreshFailure.SPENT:
+        logger.critical(
+            "the identity provider answered the refresh (2xx) but no usable refresh "
+            "token could be read from its answer; the one sent is spent and is not "
+            "sent again",
+            extra={"previous": fingerprint(credential.refresh_token)},
+        )
+    elif failure is RefreshFailure.UNKNOWN:
+        lease = claimed.secret.lease
+        logger.error(
+            "no answer to the refresh; the identity provider may have acted on it, so "
+            "the refresh token is not sent again before the lease expires",
+            extra={
+                "previous": fingerprint(credential.refresh_token),
+                "error": type(error).__name__,
+                "lease_expires_at": to_iso(lease.expires_at) if lease else None,
+            },
+        )
+
+
+def _lost(
+    previous: RefreshCredential, rotated: RefreshCredential, error: Exception
+) -> CredentialLostError:
+    """The CRITICAL log of a rotated refresh token that could not be stored, and the error."""
+    logger.critical(
+        "the rotated refresh token could not be stored before the deadline and is "
+        "lost; the next run will find the used one and report reauthorization",
+        extra={
+            "previous": fingerprint(previous.refresh_token),
+            "lost": fingerprint(rotated.refresh_token),
+            "error": type(error).__name__,
+        },
+    )
+    return CredentialLostError(
+        "the refresh succeeded but its rotated refresh token could not be stored "
+        f"before the deadline ({type(error).__name__}); it is lost: expect to run the "
+        "bootstrap again"
+    )
