@@ -20,8 +20,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from cmstoken import __version__
-from cmstoken.cli.admin import AdminError, LambdaInvoker, LocalInvoker, StackFunctions, locate
-from cmstoken.cli.admin_aws import DeployedStack
+from cmstoken.cli.admin_aws import DeployedStack, StackFunctions, locate
+from cmstoken.cli.admin_errors import AdminError
+from cmstoken.cli.admin_invokers import LambdaInvoker, LocalInvoker
 from cmstoken.cli.admin_status import StatusSources, status
 from harness import Stack, secret_values
 from support import load_handler
@@ -522,7 +523,12 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
         granted.update([actions] if isinstance(actions, str) else actions)
     source = "".join(
         (ROOT / "layers" / "cmstoken" / "cmstoken" / name).read_text()
-        for name in ("cli/admin.py", "cli/admin_aws.py", "cli/admin_status.py")
+        for name in (
+            "cli/admin_aws.py",
+            "cli/admin_invokers.py",
+            "cli/admin_status_rotator.py",
+            "cli/admin_status_alarms.py",
+        )
     )
     called = set(
         re.findall(r'"((?:cloudformation|lambda|cloudwatch|scheduler):[A-Za-z]+)"', source)

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from cmstoken.cli import admin, get_token_flows
-from cmstoken.cli.admin import AdminError, LambdaInvoker, StackFunctions
+from cmstoken.cli import admin, admin_bootstrap, admin_status, get_token_flows
+from cmstoken.cli.admin_aws import StackFunctions
+from cmstoken.cli.admin_errors import AdminError
+from cmstoken.cli.admin_invokers import LambdaInvoker
 from cmstoken.cli.get_token_flows import AbortedError
 from cmstoken.core.redaction import displayable, printable
 from cmstoken.upstream.device_flow import StartedAuthorization
@@ -129,7 +131,7 @@ def test_admin_status_prints_a_stored_report_harmlessly_and_never_the_code() -> 
         },
     }
     out = io.StringIO()
-    admin.status(ScriptedInvoker({"status": [report]}), FUNCTIONS, out=out)
+    admin_status.status(ScriptedInvoker({"status": [report]}), FUNCTIONS, out=out)
     shown = out.getvalue()
     assert_harmless(shown)
     assert "active?]0;owned?" in shown
@@ -156,7 +158,9 @@ def test_admin_bootstrap_prints_the_started_authorization_harmlessly(qr: bool) -
         }
     )
     out = io.StringIO()
-    code = admin.bootstrap(invoker, FUNCTIONS, free_trial=None, out=out, now=lambda: NOW, qr=qr)
+    code = admin_bootstrap.bootstrap(
+        invoker, FUNCTIONS, free_trial=None, out=out, now=lambda: NOW, qr=qr
+    )
     assert code == 0
     shown = out.getvalue()
     assert_harmless(shown)
@@ -170,7 +174,9 @@ def test_admin_bootstrap_shows_the_qr_code_of_an_ordinary_address() -> None:
     started = {**PENDING, "verification_uri_complete": DEVICE_DOCUMENT["verification_uri_complete"]}
     invoker = ScriptedInvoker({"start": [started], "poll": [{"status": "authorized"}]})
     out = io.StringIO()
-    admin.bootstrap(invoker, FUNCTIONS, free_trial=None, out=out, now=lambda: NOW, qr=True)
+    admin_bootstrap.bootstrap(
+        invoker, FUNCTIONS, free_trial=None, out=out, now=lambda: NOW, qr=True
+    )
     assert "\u2588" in out.getvalue()
 
 
@@ -184,13 +190,13 @@ def test_admin_bootstrap_shows_the_qr_code_of_an_ordinary_address() -> None:
 def test_admin_failures_are_reported_harmlessly(failure: dict[str, str]) -> None:
     invoker = ScriptedInvoker({"start": [PENDING], "poll": [failure]})
     with pytest.raises(AdminError) as raised:
-        admin.bootstrap(
+        admin_bootstrap.bootstrap(
             invoker, FUNCTIONS, free_trial=None, out=io.StringIO(), now=lambda: NOW, qr=False
         )
     assert_harmless(str(raised.value))
     refused = ScriptedInvoker({"start": [{"status": "failed", "message": TITLE}]})
     with pytest.raises(AdminError) as raised:
-        admin.bootstrap(refused, FUNCTIONS, free_trial=None, out=io.StringIO(), qr=False)
+        admin_bootstrap.bootstrap(refused, FUNCTIONS, free_trial=None, out=io.StringIO(), qr=False)
     assert_harmless(str(raised.value))
 
 

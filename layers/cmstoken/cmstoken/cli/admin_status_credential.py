@@ -1,0 +1,98 @@
+"""The lines of ``cmstoken-admin status`` that the bootstrap function reports: the credential
+and its re-authorization date, a pending authorization (never its code), and the published
+service token's expiry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cmstoken.cli.admin_aws import DeployedStack, StackFunctions
+from cmstoken.cli.admin_errors import AdminError
+from cmstoken.cli.admin_invokers import Invoker
+from cmstoken.cli.admin_status_lines import Line, command, days, epoch, relative, setting
+
+
+def credential_lines(
+    invoker: Invoker, functions: StackFunctions, stack: DeployedStack | None, now: float
+) -> list[Line]:
+    """The credential, a pending authorization and the service token, from the bootstrap
+    function's ``status``; both lines say so when it cannot be invoked."""
+    try:
+        report = invoker.invoke(functions.bootstrap, {"action": "status"})
+    except AdminError as exc:
+        unread = {"readable": False, "error": exc.short}
+        return [
+            Line("credential", f"not readable ({exc.short})", unread, [str(exc)]),
+            Line("service_token", "not readable (see credential)", dict(unread)),
+        ]
+    found = report.get("credential") or {}
+    state = str(found.get("status"))
+    lines = [_credential_line(state, found, stack, now)]
+    pending = report.get("pending")
+    if isinstance(pending, dict):
+        until = str(pending.get("expires_at"))
+        lines.append(
+            Line(
+                "pending",
+                f"an authorization waits for approval until {until} (its code is shown "
+                f"only to whoever runs `{command(stack)} bootstrap`)",
+                {"expires_at": until},
+            )
+        )
+    lines.append(_token_line(found.get("service_token_expires_at"), state, stack, now))
+    return lines
+
+
+def _credential_line(
+    state: str, found: Mapping[str, Any], stack: DeployedStack | None, now: float
+) -> Line:
+    data: dict[str, Any] = {
+        key: found.get(key) for key in ("status", "authorized_at", "refreshed_at", "reauthorize_by")
+    }
+    problems = []
+    text = state
+    if state == "absent":
+        text = "absent: the stack was never authorized"
+        problems.append(f"not bootstrapped: run `{command(stack)} bootstrap`")
+    elif state != "active":
+        problems.append(
+            f"authorization required (the identity provider refused the credential): run "
+            f"`{command(stack)} bootstrap`"
+        )
+    if found.get("authorized_at"):
+        text += f", authorized {found['authorized_at']}, refreshed {found.get('refreshed_at')}"
+    reauthorize_by = epoch(found.get("reauthorize_by"))
+    authorized_at = epoch(found.get("authorized_at"))
+    if reauthorize_by is not None:
+        left = (reauthorize_by - now) / 86400
+        data["days_until_reauthorization"] = round(left, 1)
+        text += f"; re-authorize by {found['reauthorize_by']} ({days(left)})"
+        warning = setting(stack, "ReauthorizationWarningSeconds")
+        aging = authorized_at is not None and 0 < warning <= now - authorized_at
+        if state == "active" and (left <= 0 or aging):
+            problems.append(
+                f"re-authorize by {found['reauthorize_by']} ({days(left)}): run "
+                f"`{command(stack)} bootstrap`"
+            )
+    elif state == "active":
+        text += "; no fixed re-authorization date"
+    return Line("credential", text, data, problems)
+
+
+def _token_line(expires: Any, state: str, stack: DeployedStack | None, now: float) -> Line:
+    expires_at = epoch(expires)
+    if expires_at is None:
+        problems = [f"no service token is published: run `{command(stack)} rotate`"]
+        return Line("service_token", "none published", {"expires_at": None}, problems)
+    left = expires_at - now
+    data = {"expires_at": expires, "seconds_left": round(left)}
+    problems = []
+    if left <= 0:
+        problems.append(f"the service token expired at {expires}")
+    elif left < setting(stack, "ExpiryAlarmThresholdSeconds") and state == "active":
+        problems.append(
+            f"the service token expires {relative(left)}: run `{command(stack)} rotate`"
+        )
+    text = f"expires {expires} ({relative(left)})"
+    return Line("service_token", text, data, problems)
