@@ -101,7 +101,8 @@ def run_stack(emulator: Any, after_bootstrap: Callable[[], None]) -> tuple[Run, 
     import boto3
 
     from cmstoken import runtime
-    from cmstoken.cli.admin import StackFunctions, bootstrap
+    from cmstoken.cli.admin_aws import StackFunctions
+    from cmstoken.cli.admin_bootstrap import bootstrap
 
     counter = AwsCalls()
     boto3.setup_default_session()
