@@ -238,7 +238,7 @@ def readme_block(marker: str) -> str:
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     found = re.search(rf"<!-- {re.escape(marker)} -->\s*```\w*\n(.*?)```", readme, re.DOTALL)
     assert found, f"README has no block {marker!r}"
     return found.group(1)
@@ -485,7 +485,7 @@ def test_the_helper_works_with_only_what_the_readme_says_to_install(
     assert "make dist" in install
     assert "pip install dist/cmstoken_consumer-" in install
     # What that wheel brings: its declared dependencies (test_dist.py checks the built wheel).
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     consumer = tomllib.loads((root / "packaging" / "consumer" / "pyproject.toml.in").read_text())
     packages = [re.split(r"[<>=!~ ;]", d)[0] for d in consumer["project"]["dependencies"]]
     assert sorted(packages) == ["boto3", "requests"], install

@@ -23,7 +23,7 @@ from cmstoken.aws.documents import ServiceTokenDocument
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 from build_consumer import FILES, FOLDERS  # noqa: E402
 
