@@ -80,19 +80,23 @@ class Workload:
             SERVICE_SECRET, clock=RealTimeClock(self.stack.emulator), **options
         )
 
-    def receive(self) -> list[dict[str, Any]]:
-        answer = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
+    def receive(self, wait_seconds: int = 0) -> list[dict[str, Any]]:
+        """The queued requests (taken off the queue); waits up to ``wait_seconds`` for one."""
+        answer = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_seconds
+        )
         messages = answer.get("Messages", [])
         for message in messages:
             self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return [json.loads(message["Body"]) for message in messages]
 
     def deliver_after(self, seconds: float) -> threading.Thread:
-        """The rotator, in a thread: after ``seconds``, runs every queued request."""
+        """The rotator, in a thread: after ``seconds``, runs every queued request (waiting up
+        to 5 s more for one: a request sent after ``seconds`` still comes)."""
 
         def run() -> None:
             time.sleep(seconds)
-            for event in self.receive():
+            for event in self.receive(wait_seconds=5):
                 self.delivered.append(event)
                 self.outcomes.append(self.stack.invoke("rotator", event)["outcome"])
 
