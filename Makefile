@@ -79,14 +79,14 @@ test: lint template build ## Every check: lint, types, template, build, unit and
 
 # The bounded exploration of the rotation (README "How we know it holds"); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
-EXPLORATION := tests/unit/test_simulation_exploration.py tests/unit/test_simulation_broken_variants.py \
-  tests/unit/test_simulation_bootstrap_faults.py
+EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
+  tests/unit/simulation/test_simulation_bootstrap_faults.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's interleavings and faults (at most 90 s)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(EXPLORATION)
 
 verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing the counts
-	SIMULATION_BOUNDS=verify $(BIN)/pytest -q --timeout=900 $(EXPLORATION) tests/unit/test_simulation_reduction.py
+	SIMULATION_BOUNDS=verify $(BIN)/pytest -q --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
 	$(BIN)/python scripts/demo.py

@@ -209,7 +209,7 @@ class _Announcing:
         self.invoker = invoker
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
-        from cmstoken.cli.admin_errors import AdminError
+        from cmstoken.cli.admin.errors import AdminError
 
         stamp = time.strftime("%H:%M:%S")
         try:
@@ -237,8 +237,8 @@ def run_lifecycle(
 
     from cmstoken import runtime
     from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
-    from cmstoken.cli.admin_aws import StackFunctions
-    from cmstoken.cli.admin_bootstrap import bootstrap
+    from cmstoken.cli.admin.bootstrap import bootstrap
+    from cmstoken.cli.admin.stack import StackFunctions
     from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
     from cmstoken.core.redaction import fingerprint
     from cmstoken.upstream.models import parse_project_listing

@@ -121,7 +121,7 @@ class ApprovingInvoker:
     def __init__(
         self, clock: EmulatorTime, approve: Callable[[Mapping[str, Any]], None] | None
     ) -> None:
-        from cmstoken.cli.admin_invokers import LocalInvoker
+        from cmstoken.cli.admin.invokers import LocalInvoker
 
         handlers = {BOOTSTRAP: load_handler("bootstrap"), ROTATOR: load_handler("rotator")}
         self.local = LocalInvoker(handlers, timeout_seconds=TIMEOUTS, clock=clock.now)
@@ -299,7 +299,7 @@ class LambdaEndpoint:
 
     def answer(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
         """Status, headers and JSON body of one invocation."""
-        from cmstoken.cli.admin_errors import AdminError
+        from cmstoken.cli.admin.errors import AdminError
 
         name = function.rsplit(":", 1)[-1] if function.startswith("arn:") else function
         if name not in self.functions:
@@ -359,7 +359,7 @@ class LocalSchedule:
         self.thread.join()
 
     def _run(self) -> None:
-        from cmstoken.cli.admin_errors import AdminError
+        from cmstoken.cli.admin.errors import AdminError
 
         while True:
             elapsed = time.time() - self.start_at

@@ -101,8 +101,8 @@ def run_stack(emulator: Any, after_bootstrap: Callable[[], None]) -> tuple[Run, 
     import boto3
 
     from cmstoken import runtime
-    from cmstoken.cli.admin_aws import StackFunctions
-    from cmstoken.cli.admin_bootstrap import bootstrap
+    from cmstoken.cli.admin.bootstrap import bootstrap
+    from cmstoken.cli.admin.stack import StackFunctions
 
     counter = AwsCalls()
     boto3.setup_default_session()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.cli import get_token
+from cmstoken.cli.get_token import command as get_token
 from cmstoken.core.redaction import fingerprint
 from cmstoken.upstream.http import HttpTransport, Timeouts
 from support import LogScan, scan_logs

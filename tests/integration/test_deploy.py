@@ -58,8 +58,8 @@ OFFERED = {
     "AlarmTopicKmsKey": "create",
 }
 
-TEMPLATE_TESTS = "tests/unit/test_template.py"
-RULES_TESTS = "tests/unit/test_template_rules.py"
+TEMPLATE_TESTS = "tests/unit/template/test_template.py"
+RULES_TESTS = "tests/unit/template/test_template_rules.py"
 NAMES_RULE = f"{RULES_TESTS}::test_names_in_shared_namespaces_carry_the_stack_name"
 # Resource types moto's CloudFormation does not create (it has no model for them), each with
 # the template assertions that cover it instead: its configuration, and the name rule that keeps

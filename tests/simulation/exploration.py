@@ -16,8 +16,9 @@ commute (same state in either order), so of two schedules that differ only in th
 independent steps one is explored: after exploring step ``t`` at a decision, ``t`` stays asleep
 in the siblings' subtrees until a step dependent on it runs. With a correct independence
 relation, sleep sets still visit every reachable state (Godefroid), and here they do:
-``tests/unit/test_simulation_reduction.py`` checks that the reduced and the full search visit the
-same set of state fingerprints (fault-free, and with a lost refresh answer, whose retries sleep).
+``tests/unit/simulation/test_simulation_reduction.py`` checks that the reduced and the full
+search visit the same set of state fingerprints (fault-free, and with a lost refresh answer,
+whose retries sleep).
 
 A step is an actor's call and its local computation up to its next scheduling point (or its
 end). Two harness faults, not the independence relation, once made the reduced search miss

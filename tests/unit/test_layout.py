@@ -100,3 +100,32 @@ def test_each_folder_says_what_it_holds_and_what_it_may_import() -> None:
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
         assert doc, folder.name
         assert "import" in doc.lower(), folder.name
+
+
+# A class or function longer than this does more than one thing: split it by responsibility.
+LONGEST_CLASS = 250
+LONGEST_FUNCTION = 60
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_class_or_function_is_too_long_to_read(path: Path) -> None:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1
+            limit = LONGEST_CLASS if isinstance(node, ast.ClassDef) else LONGEST_FUNCTION
+            assert lines <= limit, f"{node.name} is {lines} lines (at most {limit})"
+
+
+def test_every_folder_of_the_package_is_installed() -> None:
+    """setuptools installs the packages pyproject.toml lists, and no folder it does not."""
+    import tomllib
+
+    listed = tomllib.loads((PACKAGE.parents[2] / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]["packages"]
+    folders = {
+        ".".join(("cmstoken", *init.parent.relative_to(PACKAGE).parts))
+        for init in PACKAGE.rglob("__init__.py")
+    }
+    assert folders == {name for name in listed if name.startswith("cmstoken")}

@@ -15,10 +15,10 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from cmstoken.cli.admin import main, parse_args, run
-from cmstoken.cli.admin_aws import StackFunctions, locate
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import LambdaInvoker, LocalInvoker
+from cmstoken.cli.admin.command import main, parse_args, run
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import LambdaInvoker, LocalInvoker
+from cmstoken.cli.admin.stack import StackFunctions, locate
 from harness import Stack, approve_pending, record_secret_writes
 from support import load_handler
 
@@ -123,7 +123,7 @@ def test_a_function_error_is_reported(stack: Stack, invoker: LocalInvoker) -> No
 
 
 def test_a_tty_gets_a_live_countdown(stack: Stack, invoker: LocalInvoker) -> None:
-    from cmstoken.cli.admin_bootstrap import _Countdown
+    from cmstoken.cli.admin.bootstrap import _Countdown
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -16,8 +16,9 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
-from cmstoken.cli import admin, admin_aws
-from cmstoken.cli.admin import main
+from cmstoken.cli.admin import command as admin
+from cmstoken.cli.admin import stack as admin_aws
+from cmstoken.cli.admin.command import main
 
 pytestmark = pytest.mark.integration
 

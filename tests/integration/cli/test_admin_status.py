@@ -20,10 +20,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from cmstoken import __version__
-from cmstoken.cli.admin_aws import DeployedStack, StackFunctions, locate
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import LambdaInvoker, LocalInvoker
-from cmstoken.cli.admin_status import StatusSources, status
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import LambdaInvoker, LocalInvoker
+from cmstoken.cli.admin.stack import DeployedStack, StackFunctions, locate
+from cmstoken.cli.admin.status import StatusSources, status
 from harness import Stack, secret_values
 from support import load_handler
 
@@ -524,10 +524,10 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
     source = "".join(
         (ROOT / "layers" / "cmstoken" / "cmstoken" / name).read_text()
         for name in (
-            "cli/admin_aws.py",
-            "cli/admin_invokers.py",
-            "cli/admin_status_rotator.py",
-            "cli/admin_status_alarms.py",
+            "cli/admin/stack.py",
+            "cli/admin/invokers.py",
+            "cli/admin/status_rotator.py",
+            "cli/admin/status_alarms.py",
         )
     )
     called = set(

@@ -471,7 +471,7 @@ def test_a_base_url_ending_in_api_is_recognised(emu: Emulator) -> None:
 def test_help_and_usage_errors_import_no_http_library() -> None:
     probe = (
         "import sys, contextlib, io\n"
-        "from cmstoken.cli.get_token import main\n"
+        "from cmstoken.cli.get_token.command import main\n"
         "quiet = contextlib.redirect_stdout(io.StringIO())\n"
         "with quiet, contextlib.redirect_stderr(io.StringIO()):\n"
         "    codes = [main(['--help']), main(['--base-url', 'ftp://x']), main(['-o', 'xml'])]\n"

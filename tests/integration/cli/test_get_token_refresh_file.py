@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from cmstoken.cli import get_token
+from cmstoken.cli.get_token import command as get_token
 
 pytestmark = pytest.mark.integration
 

@@ -14,18 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cmstoken.cli import (
-    get_token,
-    get_token_flows,
-    get_token_parser,
-    get_token_refresh_file,
-    get_token_retries,
-)
-from cmstoken.cli.get_token import run
-from cmstoken.cli.get_token_flows import AbortedError
-from cmstoken.cli.get_token_options import Options
-from cmstoken.cli.get_token_output import Result, render
-from cmstoken.cli.get_token_parser import parse_args
+from cmstoken.cli.get_token import command as get_token
+from cmstoken.cli.get_token import flows as get_token_flows
+from cmstoken.cli.get_token import parser as get_token_parser
+from cmstoken.cli.get_token import refresh_file as get_token_refresh_file
+from cmstoken.cli.get_token import retries as get_token_retries
+from cmstoken.cli.get_token.command import run
+from cmstoken.cli.get_token.flows import AbortedError
+from cmstoken.cli.get_token.options import Options
+from cmstoken.cli.get_token.output import Result, render
+from cmstoken.cli.get_token.parser import parse_args
 from cmstoken.core.errors import (
     AccessDeniedError,
     MalformedResponseError,
@@ -317,7 +315,7 @@ def test_refused_exchange_still_prints_the_new_refresh_token() -> None:
 
 
 def test_the_refresh_token_is_kept_out_of_reprs() -> None:
-    from cmstoken.cli.get_token_parser import parse_args
+    from cmstoken.cli.get_token.parser import parse_args
 
     options = parse_args(["--base-url", "https://api.example.com", "-r", "v1.secret-value"], {})
     assert options.refresh_token == "v1.secret-value"
@@ -327,7 +325,7 @@ def test_the_refresh_token_is_kept_out_of_reprs() -> None:
 def test_r_dash_reads_standard_input_and_the_flag_beats_the_environment() -> None:
     import io
 
-    from cmstoken.cli.get_token_parser import parse_args
+    from cmstoken.cli.get_token.parser import parse_args
 
     environ = {"CMS_REFRESH_TOKEN": "v1.from-environment"}
     options = parse_args(

@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
-from cmstoken.cli import admin, admin_bootstrap, admin_status, get_token_flows
-from cmstoken.cli.admin_aws import StackFunctions
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import LambdaInvoker
-from cmstoken.cli.get_token_flows import AbortedError
+from cmstoken.cli.admin import bootstrap as admin_bootstrap
+from cmstoken.cli.admin import command as admin
+from cmstoken.cli.admin import status as admin_status
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import LambdaInvoker
+from cmstoken.cli.admin.stack import StackFunctions
+from cmstoken.cli.get_token import flows as get_token_flows
+from cmstoken.cli.get_token.flows import AbortedError
 from cmstoken.core.redaction import displayable, printable
 from cmstoken.upstream.device_flow import StartedAuthorization
 from cmstoken.upstream.identity import IdentityClient

@@ -1,10 +1,10 @@
-"""The command-line tools ``get-token`` and ``cmstoken-admin``.
+"""The command-line tools, one folder each, and what they share.
 
-- ``get_token``: the vendor's script, in Python; its parts are the ``get_token_*`` modules (the
-  command line, the refresh file, the retries, the flows, the output).
-- ``admin``: the operator's command; its parts are the ``admin_*`` modules (``bootstrap``, the
+- ``get_token/``: ``get-token``, the vendor's token script in Python (the command line, the
+  refresh file, the retries, the flows, the output);
+- ``admin/``: ``cmstoken-admin``, the operator's command for a deployed stack (``bootstrap``, the
   ``status`` report and its lines, how functions are invoked, the session and the stack, every
-  failure in one line).
+  failure in one line);
 - ``console`` (exit codes, printing) and ``countdown``: what both tools share.
 
 Imports ``upstream`` and ``core``, and boto3 for ``cmstoken-admin``'s own AWS calls (the

@@ -1,4 +1,4 @@
-"""HTTP plumbing shared by the upstream clients: URL rules, one pooled session, timeouts, body cap.
+"""HTTP plumbing shared by the upstream clients: one pooled session, time limits, body cap.
 
 Every request goes through ``HttpTransport.request``, which never follows redirects (a token must
 not travel to an address nobody configured), reads at most ``max_body`` bytes, ends within one

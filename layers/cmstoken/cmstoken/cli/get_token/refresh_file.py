@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from cmstoken.cli.console import say
-from cmstoken.cli.get_token_options import PROG
+from cmstoken.cli.get_token.options import PROG
 
 MAX_REFRESH_FILE_BYTES = 64 * 1024
 REFRESH_FILE_MODE = 0o600

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from cmstoken.cli.admin_aws import DeployedStack
-from cmstoken.cli.admin_errors import AdminError, Call, Where, explain
+from cmstoken.cli.admin.errors import AdminError, Call, Where, explain
+from cmstoken.cli.admin.stack import DeployedStack
 
 
 class Invoker(Protocol):

@@ -5,11 +5,7 @@ and prints the result on standard output, in JSON (for jq) or plain text. Prompt
 verification address, progress and errors go to standard error, which never carries a token, a
 refresh token or a device code.
 
-This module is the command (``main``, ``run``); its parts: ``get_token_parser`` (the command
-line, its help and usage errors, with ``get_token_usage`` and ``get_token_options``),
-``get_token_refresh_file`` (``--refresh-file``), ``get_token_retries`` (the upstream steps
-sent again), ``get_token_flows`` (device authorization, refresh, exchange) and
-``get_token_output`` (standard output).
+This module is the command (``main``, ``run``); the package's docstring lists its parts.
 
 Only the upstream clients are imported: no boto3, no Powertools, so the command starts quickly.
 """
@@ -30,12 +26,12 @@ from cmstoken.cli.console import (
     say,
     shown,
 )
-from cmstoken.cli.get_token_flows import exchange, run_device_flow, run_refresh
-from cmstoken.cli.get_token_options import PROG, REFRESH_FILE_OPTION, Options
-from cmstoken.cli.get_token_output import Result, render
-from cmstoken.cli.get_token_parser import build_parser, parse_args
-from cmstoken.cli.get_token_refresh_file import RefreshFile, RefreshFileError, reason
-from cmstoken.cli.get_token_retries import Retries
+from cmstoken.cli.get_token.flows import exchange, run_device_flow, run_refresh
+from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION, Options
+from cmstoken.cli.get_token.output import Result, render
+from cmstoken.cli.get_token.parser import build_parser, parse_args
+from cmstoken.cli.get_token.refresh_file import RefreshFile, RefreshFileError, reason
+from cmstoken.cli.get_token.retries import Retries
 from cmstoken.core.clock import Clock, SystemClock
 from cmstoken.core.errors import CmsTokenError, UpstreamError
 from cmstoken.upstream.service import ServiceClient
@@ -208,7 +204,3 @@ def _api_suffix_hint(base_url: str, error: CmsTokenError) -> str | None:
         f"{base_url} is the API's own address; pass the service's address, without /api: "
         f"--base-url {service}"
     )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

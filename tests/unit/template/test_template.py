@@ -322,7 +322,7 @@ def test_the_readme_says_exactly_what_the_hardening_denies() -> None:
     excepted, then administrators only): the same sets as the template's policy."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     section = readme.split("The secret's policy then also denies:", 1)[1]
     section = section.split("Reads that return no value", 1)[0]
     functions_item, administrators_item = section.strip().split("\n  - ")

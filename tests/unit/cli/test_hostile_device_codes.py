@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cmstoken.cli.get_token import run
-from cmstoken.cli.get_token_options import Options
+from cmstoken.cli.get_token.command import run
+from cmstoken.cli.get_token.options import Options
 from cmstoken.core.errors import MalformedResponseError
 from cmstoken.upstream.models import DeviceAuthorization
 from cmstoken.upstream.service import ServiceClient

@@ -8,9 +8,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cmstoken.cli.admin_aws import DeployedStack
-from cmstoken.cli.admin_errors import Call, explain
-from cmstoken.cli.admin_status_lines import Line, command, relative, setting, unreadable
+from cmstoken.cli.admin.errors import Call, explain
+from cmstoken.cli.admin.stack import DeployedStack
+from cmstoken.cli.admin.status_lines import Line, command, relative, setting, unreadable
 from cmstoken.core.clock import parse_iso, to_iso
 
 # The rotator's outcome counters (exactly one is 1 per run), worst first: the outcome shown

@@ -7,8 +7,8 @@ from typing import TextIO
 
 from cmstoken.cli import countdown
 from cmstoken.cli.console import is_terminal, say, shown
-from cmstoken.cli.get_token_output import Result
-from cmstoken.cli.get_token_retries import Retries, refused_for_now
+from cmstoken.cli.get_token.output import Result
+from cmstoken.cli.get_token.retries import Retries, refused_for_now
 from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import (
     CmsTokenError,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from cmstoken.cli.console import say, shown
-from cmstoken.cli.get_token_options import PROG
+from cmstoken.cli.get_token.options import PROG
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import RateLimitedError, ServerError, TransientError, may_send_again
 from cmstoken.core.retry import RetryPolicy, call_with_retries

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from cmstoken.cli.admin_aws import StackFunctions
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import Invoker
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import Invoker
+from cmstoken.cli.admin.stack import StackFunctions
 from cmstoken.cli.console import EXIT_OK, shown
 from cmstoken.cli.countdown import Countdown
 from cmstoken.core.clock import parse_iso

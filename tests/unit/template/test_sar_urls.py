@@ -16,7 +16,7 @@ from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]
 from template_model import source
 from yaml_state import safe_loader_restored
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 from sar_urls import (  # noqa: E402
     METADATA,

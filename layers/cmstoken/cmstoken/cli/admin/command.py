@@ -5,10 +5,9 @@
     cmstoken-admin --stack NAME rotate
 
 It finds the functions from the stack's outputs and invokes them. The invocation goes through the
-small ``Invoker`` interface (``admin_invokers``), so that tests and the local demo run this same
+small ``Invoker`` interface (``invokers``), so that tests and the local demo run this same
 code against the handlers in-process (``LocalInvoker``). This module is the command line and
-``rotate``; ``bootstrap`` is ``admin_bootstrap``, the ``status`` report ``admin_status``; the
-session and the stack are ``admin_aws``, and every failure as one line ``admin_errors``.
+``rotate``; the package's docstring lists the other parts.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ import traceback
 from typing import TextIO
 
 from cmstoken import __version__
-from cmstoken.cli.admin_aws import StackFunctions, locate, open_session
-from cmstoken.cli.admin_bootstrap import bootstrap
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import Invoker, LambdaInvoker
-from cmstoken.cli.admin_status import StatusSources, status
+from cmstoken.cli.admin.bootstrap import bootstrap
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
+from cmstoken.cli.admin.stack import StackFunctions, locate, open_session
+from cmstoken.cli.admin.status import StatusSources, status
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, say, shown
 
 EXIT_STATUS_HELP = (
@@ -232,7 +231,3 @@ def _fail(args: argparse.Namespace, message: str) -> None:
     if args.debug:
         traceback.print_exc()
     say(sys.stderr, f"cmstoken-admin: {message}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """``cmstoken-admin``'s session and stack: the AWS session and its region, as the AWS CLI picks
 them, and the deployed stack as ``DescribeStacks`` describes it (its outputs name the
-functions). Failures are ``AdminError``s, in one line (``admin_errors``).
+functions). Failures are ``AdminError``s, in one line (``errors``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmstoken.cli.admin_errors import NO_REGION, AdminError, Call, Where, explain
+from cmstoken.cli.admin.errors import NO_REGION, AdminError, Call, Where, explain
 from cmstoken.cli.console import EXIT_USAGE
 
 BOOTSTRAP_OUTPUT = "BootstrapFunctionName"

@@ -18,8 +18,8 @@ instead of failing the command; the stack cannot then be shown healthy, so the v
 token, a device code or a user code.
 
 This module puts the report together and prints it; the lines come from
-``admin_status_credential`` (the bootstrap function), ``admin_status_rotator`` (the last and
-next run), ``admin_status_alarms`` and ``version_line`` (here).
+``status_credential`` (the bootstrap function), ``status_rotator`` (the last and
+next run), ``status_alarms`` and ``version_line`` (here).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from cmstoken import __version__
-from cmstoken.cli.admin_aws import DeployedStack, StackFunctions
-from cmstoken.cli.admin_invokers import Invoker
-from cmstoken.cli.admin_status_alarms import alarms
-from cmstoken.cli.admin_status_credential import credential_lines
-from cmstoken.cli.admin_status_lines import Line
-from cmstoken.cli.admin_status_rotator import last_run, next_run
+from cmstoken.cli.admin.invokers import Invoker
+from cmstoken.cli.admin.stack import DeployedStack, StackFunctions
+from cmstoken.cli.admin.status_alarms import alarms
+from cmstoken.cli.admin.status_credential import credential_lines
+from cmstoken.cli.admin.status_lines import Line
+from cmstoken.cli.admin.status_rotator import last_run, next_run
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_OK, shown
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cmstoken.cli.admin_aws import DeployedStack, StackFunctions
-from cmstoken.cli.admin_errors import AdminError
-from cmstoken.cli.admin_invokers import Invoker
-from cmstoken.cli.admin_status_lines import Line, command, days, epoch, relative, setting
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.invokers import Invoker
+from cmstoken.cli.admin.stack import DeployedStack, StackFunctions
+from cmstoken.cli.admin.status_lines import Line, command, days, epoch, relative, setting
 
 
 def credential_lines(

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from cmstoken import __version__
 from cmstoken.cli.console import is_terminal
-from cmstoken.cli.get_token_options import (
+from cmstoken.cli.get_token.options import (
     ENV_BASE_URL,
     ENV_REFRESH_TOKEN,
     FORMATS,
@@ -19,8 +19,8 @@ from cmstoken.cli.get_token_options import (
     REFRESH_FILE_OPTION,
     Options,
 )
-from cmstoken.cli.get_token_retries import RETRY_BUDGET_SECONDS
-from cmstoken.cli.get_token_usage import RedactingParser
+from cmstoken.cli.get_token.retries import RETRY_BUDGET_SECONDS
+from cmstoken.cli.get_token.usage import RedactingParser
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.urls import validate_url
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cmstoken.cli.admin_aws import DeployedStack
-from cmstoken.cli.admin_errors import Call, explain
-from cmstoken.cli.admin_status_lines import Line, unreadable
+from cmstoken.cli.admin.errors import Call, explain
+from cmstoken.cli.admin.stack import DeployedStack
+from cmstoken.cli.admin.status_lines import Line, unreadable
 
 
 def alarms(stack: DeployedStack, cloudwatch: Any) -> Line:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmstoken.cli.admin_aws import DeployedStack
-from cmstoken.cli.admin_errors import AdminError
+from cmstoken.cli.admin.errors import AdminError
+from cmstoken.cli.admin.stack import DeployedStack
 from cmstoken.core.clock import parse_iso
 
 # The stack parameters the report measures against, as the template defaults them.
