@@ -165,12 +165,17 @@ class SlowDownError(PollAgainError):
     """``slow_down``: poll less often (the interval grows by 5 seconds)."""
 
 
-class StoreError(CmsTokenError):
-    """A Secrets Manager call failed. ``code`` is the AWS error code, when there is one."""
+class AwsCallError(CmsTokenError):
+    """An AWS call failed. ``code`` is the AWS error code (botocore's exception name when no
+    answer came), when there is one."""
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+class StoreError(AwsCallError):
+    """A Secrets Manager call failed."""
 
 
 class StoreUnavailableError(StoreError):
@@ -185,14 +190,9 @@ class VersionConflictError(StoreError):
     """Another writer created the version this write would have created: re-read and decide."""
 
 
-class EventBusError(CmsTokenError):
-    """An EventBridge ``PutEvents`` call failed, or EventBridge refused its entry. ``code`` is
-    the AWS error code (botocore's exception name when no answer came); the message is that
-    code, with EventBridge's text about a refused entry when it gave one."""
-
-    def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+class EventBusError(AwsCallError):
+    """An EventBridge ``PutEvents`` call failed, or EventBridge refused its entry; the message
+    is the code, with EventBridge's text about a refused entry when it gave one."""
 
 
 class EventBusUnavailableError(EventBusError):
