@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build package dist test explore verify demo bench emulator lock clean
+.PHONY: help venv lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -96,6 +96,12 @@ bench: $(STAMP) ## Benchmark: cold starts vs a boto3 floor, get-token vs the ven
 	  echo "installing curl and jq (the vendor's get-token.sh, the baseline, needs them)"; \
 	  apt-get update -qq && apt-get install -y -qq curl jq >/dev/null; }
 	cd scripts && ../$(BIN)/python -m bench
+
+# What the stack costs a month at each allowed RotationIntervalMinutes: prints the table and
+# rewrites it in docs/cost.md (tests/unit/test_cost.py fails while the doc differs). No `## `
+# help text yet: `make help`'s targets must match the README's list (tests/unit/test_readme.py).
+cost: $(STAMP)
+	$(BIN)/python scripts/cost.py --write
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
 	$(BIN)/cms-emulator --port $${PORT:-0}
