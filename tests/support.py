@@ -533,3 +533,71 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# --- the documentation: README.md and docs/*.md ---------------------------------------------
+
+_REPOSITORY = Path(__file__).resolve().parents[1]
+# Every document a test may read: the README (the landing page), then docs/ by name.
+DOCUMENTS: tuple[Path, ...] = (
+    _REPOSITORY / "README.md",
+    *sorted((_REPOSITORY / "docs").glob("*.md")),
+)
+
+
+def documentation() -> str:
+    """All of the documentation, for a sentence that must be said somewhere in it."""
+    return "\n\n".join(path.read_text() for path in DOCUMENTS)
+
+
+def block(marker: str) -> str:
+    """The code block that follows ``<!-- marker -->``, in whichever document holds it: exactly
+    one does, once. A block indented under a list item is dedented."""
+    import textwrap
+
+    pattern = re.compile(rf"<!-- {re.escape(marker)} -->\s*```\w*\n(.*?)```", re.DOTALL)
+    found = [
+        (path, match.group(1)) for path in DOCUMENTS for match in pattern.finditer(path.read_text())
+    ]
+    assert found, f"no document has a block after <!-- {marker} -->"
+    assert len(found) == 1, f"<!-- {marker} --> is in {[str(path) for path, _ in found]}"
+    return textwrap.dedent(found[0][1])
+
+
+def recipe(name: str) -> str:
+    """The code block that follows ``<!-- recipe: name -->`` in the documentation."""
+    return block(f"recipe: {name}")
+
+
+def section(heading: str) -> str:
+    """The section under the heading whose text is ``heading`` (any level), up to the next
+    heading of the same or a higher level, in whichever document holds it: exactly one does."""
+    found = []
+    for path in DOCUMENTS:
+        lines = path.read_text().splitlines(keepends=True)
+        fenced = False
+        for start, line in enumerate(lines):
+            fenced ^= line.lstrip().startswith("```")
+            title = re.match(r"(#{1,6}) (.*?)\s*$", line)
+            if fenced or title is None or title.group(2) != heading:
+                continue
+            level, end, inside = len(title.group(1)), len(lines), False
+            for number in range(start + 1, len(lines)):
+                inside ^= lines[number].lstrip().startswith("```")
+                other = re.match(r"(#{1,6}) ", lines[number])
+                if not inside and other and len(other.group(1)) <= level:
+                    end = number
+                    break
+            found.append("".join(lines[start:end]))
+    assert len(found) == 1, f"{len(found)} sections are headed {heading!r}"
+    return found[0]
+
+
+def table(marker: str) -> list[list[str]]:
+    """The body rows (cells, stripped) of the Markdown table right after ``<!-- marker -->``,
+    in whichever document holds it: exactly one does, once."""
+    pattern = re.compile(rf"<!-- {re.escape(marker)} -->\n((?:\|.*\|\n)+)")
+    found = [match.group(1) for path in DOCUMENTS for match in pattern.finditer(path.read_text())]
+    assert len(found) == 1, f"{len(found)} tables follow <!-- {marker} -->"
+    rows = [line.strip().strip("|").split(" | ") for line in found[0].splitlines()]
+    return [[cell.strip() for cell in row] for row in rows[2:]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import interruptible
+from support import interruptible, recipe
 
 pytestmark = pytest.mark.integration
 
@@ -133,14 +133,8 @@ def _listening(port: int) -> bool:
 
 
 def readme_recipe(name: str) -> str:
-    """The code block that follows ``<!-- recipe: name -->`` in the README."""
-    found = re.search(
-        rf"<!-- recipe: {re.escape(name)} -->\s*```\w*\n(.*?)```",
-        (ROOT / "README.md").read_text(),
-        re.DOTALL,
-    )
-    assert found, f"README has no recipe {name!r}"
-    return found.group(1)
+    """The code block that follows ``<!-- recipe: name -->`` in the documentation."""
+    return recipe(name)
 
 
 def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""The README's consumer recipes, run or checked against a local stack so that they stay true.
+"""The documentation's consumer recipes, run or checked against a local stack so that they stay
+true.
 
-Every recipe is read from README.md itself (the code block after ``<!-- recipe: NAME -->``):
+Every recipe is read from the documentation itself (the code block after ``<!-- recipe: NAME -->``
+in README.md or docs/*.md):
 the shell recipes run against moto's server and the emulator, the External Secrets manifests
-are validated against the CRDs of the ESO version the README names (vendored under
+are validated against the CRDs of the ESO version the documentation names (vendored under
 ``tests/data/external-secrets``), the Terraform recipe is formatted as ``terraform fmt`` wants,
 and the ECS task definitions are JSON with the documented ``valueFrom`` syntax.
 """
@@ -31,22 +33,13 @@ import yaml
 import template_model
 from cmstoken.core.errors import ReauthorizationRequiredError
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
+from support import block, documentation, recipe
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 CRDS = ROOT / "tests" / "data" / "external-secrets"
 ESO_VERSION = "v2.9.0"  # the CRDs vendored under tests/data/external-secrets
-
-
-def recipe(name: str) -> str:
-    """The code block that follows ``<!-- recipe: name -->`` in the README."""
-    found = re.search(
-        rf"<!-- recipe: {re.escape(name)} -->\s*```\w*\n(.*?)```", README.read_text(), re.DOTALL
-    )
-    assert found, f"README has no recipe {name!r}"
-    return found.group(1)
 
 
 def tool_works(*command: str) -> bool:
@@ -240,7 +233,7 @@ def publish_refreshed(stack: Stack, seconds_ago: float, **fields: Any) -> str:
 
 
 def start_refresh_request(env: dict[str, str], arn: str) -> subprocess.Popen[str]:
-    """The README's refresh-request recipe, running in the background."""
+    """The documentation's refresh-request recipe, running in the background."""
     return subprocess.Popen(
         ["bash", "-c", recipe("refresh-request")],
         env={**env, "SECRET_ARN": arn},
@@ -513,7 +506,7 @@ def test_the_recommended_ecs_task_reads_the_secret_through_its_task_role(stack: 
     (container,) = definition["containerDefinitions"]
     assert "secrets" not in container  # nothing injected: the token is read at run time
     environment = {item["name"]: item["value"] for item in container["environment"]}
-    arn = environment["CMS_TOKEN_SECRET_ARN"]  # the Python helper's variable in the README
+    arn = environment["CMS_TOKEN_SECRET_ARN"]  # the Python helper's variable in the docs
     assert "CMS_TOKEN_SECRET_ARN" in recipe_python_helper()
     assert SECRET_ARN.match(arn)
     assert VALUE_FROM.match(f"{arn}:token::")
@@ -521,9 +514,7 @@ def test_the_recommended_ecs_task_reads_the_secret_through_its_task_role(stack: 
 
 
 def recipe_python_helper() -> str:
-    found = re.search(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert found
-    return found.group(1)
+    return block("consumer-helper: python")
 
 
 def test_the_injecting_ecs_task_names_existing_json_keys_in_the_documented_syntax(
@@ -555,7 +546,7 @@ def test_the_ecs_text_states_the_injected_tokens_lifetime_from_the_template_defa
     least = template_default("RefreshMarginSeconds") - 60 * template_default(
         "RotationIntervalMinutes"
     )
-    text = " ".join(README.read_text().split())
+    text = " ".join(documentation().split())
     assert f"between about {least // 3600} h" in text
     assert "task execution role" in text
     assert "Fargate platform version 1.4.0 or later" in text
@@ -620,7 +611,7 @@ def go_duration_seconds(text: str) -> float:
 
 
 def test_the_vendored_crds_are_the_named_version_and_no_longer_serve_v1beta1() -> None:
-    assert f"ESO v{ESO_VERSION[1:]}" in README.read_text()
+    assert f"ESO v{ESO_VERSION[1:]}" in documentation()
     notes = (CRDS / "README.md").read_text()
     assert f"tag `{ESO_VERSION}`" in notes
     assert "Apache License" in (CRDS / "LICENSE").read_text()
@@ -750,7 +741,7 @@ def test_the_validation_refuses_what_the_api_server_refuses(change: Any, error: 
 
 
 def test_the_kubernetes_text_states_the_refresh_interval_rule() -> None:
-    text = " ".join(README.read_text().split())
+    text = " ".join(documentation().split())
     assert (
         "`refreshInterval` must be shorter than `RefreshMarginSeconds` minus the schedule "
         "period (`RotationIntervalMinutes`)"
@@ -834,7 +825,7 @@ def test_the_terraform_recipe_validates(tmp_path: Path) -> None:
 
 
 def test_the_terraform_text_explains_a_refresh_between_two_applies() -> None:
-    text = " ".join(README.read_text().split())
+    text = " ".join(documentation().split())
     assert "split into two applies" in text
     assert "`MinRefreshIntervalSeconds` (600 s)" in text
     assert template_default("MinRefreshIntervalSeconds") == 600

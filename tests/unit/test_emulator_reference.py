@@ -1,15 +1,15 @@
 """The emulator's control API is documented where users look: `cms-emulator --help` and the
-README say what the code does, route by route and fault by fault."""
+documentation say what the code does, route by route and fault by fault."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 from cmsemu import control, faults
+from support import documentation
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = documentation()
 
 
 def test_every_route_and_method_is_documented_and_nothing_else() -> None:

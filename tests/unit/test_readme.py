@@ -1,13 +1,15 @@
-"""The README says what the tools really do: the make targets it lists are the Makefile's, and
-the output formats it describes are the ones get-token prints."""
+"""The documentation says what the tools really do: the make targets it lists are the
+Makefile's, and the output formats it describes are the ones get-token prints."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from support import documentation
+
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = documentation()
 
 
 def test_the_listed_make_targets_are_the_makefiles() -> None:

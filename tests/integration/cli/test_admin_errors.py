@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -221,7 +220,9 @@ def test_the_help_text_promises_these_exit_statuses(capsys: pytest.CaptureFixtur
 def test_the_readme_shows_a_line_as_printed(
     aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    from support import documentation
+
+    readme = documentation()
     example = re.search(r"what to do, for example\n\n```text\n(.*?)\n```", readme, re.S)
     assert example is not None
     function = "tokens-BootstrapFunction-1A2B3C"

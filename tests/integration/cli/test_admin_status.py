@@ -25,7 +25,7 @@ from cmstoken.cli.admin.invokers import LambdaInvoker, LocalInvoker
 from cmstoken.cli.admin.stack import DeployedStack, StackFunctions, locate
 from cmstoken.cli.admin.status import StatusSources, status
 from harness import Stack, secret_values
-from support import load_handler
+from support import documentation, load_handler
 
 pytestmark = pytest.mark.integration
 
@@ -509,7 +509,7 @@ def test_the_command_prints_the_report_on_stdout(
 
 
 def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     block = re.search(
         r"An operator's policy for\n`status` and the other commands:\n\n```json\n(.*?)```",
         readme,

@@ -135,12 +135,11 @@ def test_renewing_twice_uses_the_new_token_each_time(emu: Emulator, tmp_path: Pa
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq on PATH")
 def test_the_readme_renewal_line_run_twice(emu: Emulator, tmp_path: Path) -> None:
-    """The README's renewal line, as written (the venv's console script), run twice."""
-    section = re.search(
-        r"^## `get-token`.*?(?=^## )", (ROOT / "README.md").read_text(), re.M | re.S
-    )
-    assert section is not None
-    lines = [line for line in section.group(0).splitlines() if "--refresh-file" in line]
+    """The documented renewal line, as written (the venv's console script), run twice."""
+    from support import section
+
+    text = section("`get-token`: a token on your own machine")
+    lines = [line for line in text.splitlines() if "--refresh-file" in line]
     command = next(line for line in lines if line.startswith(".venv/bin/get-token"))
     command = command.split(" #", 1)[0].strip()
     assert "refresh-token.txt" in command

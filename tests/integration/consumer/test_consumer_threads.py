@@ -239,13 +239,9 @@ def test_a_403_retries_once_with_a_token_published_meanwhile(workload: Workload)
 
 
 def readme_block(marker: str) -> str:
-    import re
-    from pathlib import Path
+    from support import block
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    found = re.search(rf"<!-- {re.escape(marker)} -->\s*```\w*\n(.*?)```", readme, re.DOTALL)
-    assert found, f"README has no block {marker!r}"
-    return found.group(1)
+    return block(marker)
 
 
 class Created(requests.adapters.HTTPAdapter):

@@ -320,9 +320,9 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
 def test_the_readme_says_exactly_what_the_hardening_denies() -> None:
     """The README's security model lists the denied actions in two items (the functions
     excepted, then administrators only): the same sets as the template's policy."""
-    from pathlib import Path
+    from support import documentation
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    readme = documentation()
     section = readme.split("The secret's policy then also denies:", 1)[1]
     section = section.split("Reads that return no value", 1)[0]
     functions_item, administrators_item = section.strip().split("\n  - ")
