@@ -106,6 +106,17 @@ def run_shell(script: str, env: dict[str, str], **kwargs: Any) -> subprocess.Com
 
 
 @SHELL_TOOLS
+def test_the_quickstarts_one_line_prints_the_published_token(server_stack: Stack) -> None:
+    """The README's quickstart reads the stack `cmstoken`'s token secret by its name."""
+    server_stack.seed()
+    script = recipe("read-token")
+    assert f"--secret-id {SERVICE_SECRET} " in script  # the stack name `cmstoken`'s secret
+    result = run_shell(script, dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == server_stack.service_document().token
+
+
+@SHELL_TOOLS
 def test_the_aws_cli_recipe_lists_projects_without_the_token_on_a_command_line(
     server_stack: Stack, logged_tools: tuple[dict[str, str], Path]
 ) -> None:
