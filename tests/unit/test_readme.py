@@ -1,12 +1,13 @@
 """The documentation says what the tools really do: the make targets it lists are the
-Makefile's, and the output formats it describes are the ones get-token prints."""
+Makefile's, the output formats it describes are the ones get-token prints, and the exit codes it
+lists for get-token and cmstoken-admin are the ones their help texts list."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from support import documentation
+from support import documentation, table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = documentation()
@@ -31,3 +32,37 @@ def test_the_plain_output_is_described_as_printed() -> None:
         "refresh_token",
         "expires_in",
     ]
+
+
+def documented_exit_codes(command: str) -> dict[int, str]:
+    return {
+        int(code): " ".join(meaning.replace("`", "").split())
+        for code, meaning in table(f"exit-codes: {command}")
+    }
+
+
+def test_get_tokens_documented_exit_codes_are_its_helps() -> None:
+    from cmstoken.cli.get_token.parser import build_parser
+
+    help_text = build_parser().format_help()
+    listed = help_text.split("\nexit codes:\n", 1)[1]
+    codes = {
+        int(code): " ".join(meaning.replace(" (see above)", "").split())
+        for code, meaning in re.findall(r"^  (\d+)\s+(.*?)(?=^  \d|\Z)", listed, re.M | re.S)
+    }
+    assert set(codes) == {0, 1, 2, 130}
+    assert documented_exit_codes("get-token") == codes
+
+
+def test_cmstoken_admins_documented_exit_codes_are_its_helps() -> None:
+    from cmstoken.cli.admin.command import build_parser
+
+    help_text = " ".join(build_parser().format_help().split())
+    statement = re.search(r"Exit status: (.*?)\. An AWS error", help_text)
+    assert statement is not None
+    codes = {
+        int(code): meaning
+        for code, meaning in (item.split(" ", 1) for item in statement.group(1).split("; "))
+    }
+    assert set(codes) == {0, 1, 2, 130}
+    assert documented_exit_codes("cmstoken-admin") == codes
