@@ -1,0 +1,82 @@
+"""The emulator's examples in the documentation (docs/development.md), run as written against a
+running emulator: a login whose user code is the one the command printed, approved through the
+control API, then a fault and a renewal; and a login with `--auto-approve`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from cmsemu import Emulator
+from support import recipe
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        shutil.which("curl") is None or shutil.which("jq") is None,
+        reason="needs curl and jq on PATH",
+    ),
+]
+
+DOCUMENTED_ADDRESS = "http://127.0.0.1:8080"  # `make emulator PORT=8080`
+
+
+def run_recipe(name: str, emulator: Emulator, directory: Path) -> subprocess.CompletedProcess[str]:
+    """The recipe in bash, in a directory whose .venv/bin is this interpreter's (the console
+    scripts' folder), against the test's emulator instead of port 8080."""
+    bin_folder = Path(sys.executable).parent
+    if not (bin_folder / "get-token").exists():
+        pytest.skip("the venv's console scripts are not installed")
+    (directory / ".venv").mkdir()
+    (directory / ".venv" / "bin").symlink_to(bin_folder)
+    script = recipe(name)
+    assert DOCUMENTED_ADDRESS in script
+    return subprocess.run(
+        ["bash", "-c", script.replace(DOCUMENTED_ADDRESS, emulator.base_url)],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_login_is_approved_by_the_code_it_printed_then_a_fault_and_a_renewal(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    result = run_recipe("emulator", emulator, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Both control calls answered ok: the approval found the pending code (no "unknown user_code").
+    assert result.stdout.count('{"ok": true}') == 2, result.stdout
+    assert "unknown user_code" not in result.stdout
+    login = json.loads((tmp_path / "tokens.json").read_text())
+    assert login["token_type"] == "Bearer"
+    renewed = json.loads(result.stdout.splitlines()[-1])
+    assert emulator.service_token_valid(renewed["access_token"])
+    kept = (tmp_path / "refresh-token.txt").read_text().strip()
+    assert kept == renewed["refresh_token"] != login["refresh_token"]
+    assert emulator.refresh_token_valid(kept)
+    assert emulator.counts["refresh"] == 1  # the renewal
+    # The queued fault (one time) was the renewal's: the next refresh answer is whole again.
+    token_url = emulator.issuer_url.rstrip("/") + "/oauth/token"
+    form = {"grant_type": "refresh_token", "refresh_token": kept}
+    answer = requests.post(
+        token_url, data={**form, "client_id": emulator.config.client_id}, timeout=5
+    )
+    assert answer.status_code == 200
+    assert "expires_in" in answer.json()
+
+
+def test_with_auto_approve_the_login_needs_no_second_step(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    emulator.config.auto_approve = True
+    result = run_recipe("emulator-auto-approve", emulator, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert emulator.service_token_valid(json.loads(result.stdout)["access_token"])
