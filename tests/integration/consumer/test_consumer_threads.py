@@ -167,11 +167,11 @@ def test_threads_refused_with_one_token_share_one_request_and_one_wait(
     assert {e.reason for e in errors} == {consumer.REFRESH_TIMEOUT}
     assert len({id(e) for e in errors}) == THREADS, "each thread raises its own error"
     times = sorted(r.seconds for r in results)
-    # One wait for all: none waits twice (serial waits would end at 1.5, 3, 4.5... s)...
+    # One wait for all, and every waiter gets its outcome when it ends: serial waits would end
+    # WAIT apart (the last (THREADS - 1) * WAIT after the first). How long the request itself
+    # took before the wait is the machine's, not asserted.
     assert times[0] >= WAIT, times
-    assert times[-1] < 2 * WAIT, times
-    # ...and every waiter gets the outcome when it ends.
-    assert times[-1] - times[0] < WAIT / 2, times
+    assert times[-1] - times[0] < WAIT, times
     assert len(workload.receive()) == 1, "one refresh request"
 
 
@@ -187,9 +187,9 @@ def test_threads_refused_with_one_token_all_get_the_rotated_one_at_once(
     new = workload.published()
     assert [r.value for r in results] == [new] * THREADS
     times = sorted(r.seconds for r in results)
+    # Each got it when it was published, not at the end of a wait of its own (10 s): together.
     assert times[0] >= 0.5, times
-    assert times[-1] < 10, times
-    assert times[-1] - times[0] < 1, times
+    assert times[-1] - times[0] < 5, times
     assert workload.stack.emulator.service_token_valid(new)
     # A late thread refused with the old token gets the new one from the cache, no AWS call.
     reads = workload.reads["GetSecretValue"]
@@ -209,7 +209,7 @@ def test_a_permission_403_comes_back_at_once_with_no_refresh_request(
     results = together(THREADS, lambda: list_projects(provider))
     assert [r.value.status_code for r in results] == [403] * THREADS
     assert all(r.value.history == [] for r in results), "not retried: the token did not change"
-    assert max(r.seconds for r in results) < 5, "no wait for a refresh"
+    assert max(r.seconds for r in results) < 30, "no wait for a refresh (60 s)"
     assert workload.receive() == [], "no refresh request"
     assert workload.reads["GetSecretValue"] <= 2, "at most one re-read for all the 403s"
 
@@ -374,7 +374,7 @@ def test_the_cached_token_is_served_until_it_expires_while_secrets_manager_is_do
     results = together(THREADS, calls)
     assert [r.value for r in results] == [[old] * 5] * THREADS
     assert workload.reads["GetSecretValue"] - reads <= 3, "one reader, backing off"
-    assert max(r.seconds for r in results) < 5
+    assert max(r.seconds for r in results) < 15  # bounds a stuck reader, not a speed check
     # Not past its expiry: then the failure is raised.
     stack.emulator.advance(expires_at - stack.clock.now())
     with pytest.raises(ConsumerError, match="retry later") as caught:

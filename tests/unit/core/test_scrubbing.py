@@ -118,7 +118,7 @@ def test_a_huge_hostile_description_is_read_quickly() -> None:
     description = "eyJ" * 350_000
     started = time.monotonic()
     message = str(refresh_error(description, REFRESH_TOKEN))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a quadratic scan would take many minutes
     assert len(message) < 450
 
 
