@@ -145,6 +145,23 @@ def release(path: Path) -> str:
     return path.parent.name
 
 
+def test_every_release_keeps_its_template() -> None:
+    """Each release CHANGELOG.md names has its template, as released, in releases/VERSION/;
+    every other folder there holds main's template before a release (pre-VERSION-COMMIT)."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    released = set(re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M))
+    folders = {path.parent.name: path for path in KEPT}
+    assert released <= set(folders), f"no template kept for {sorted(released - set(folders))}"
+    for name, path in folders.items():
+        if name in released:
+            metadata = yaml_parse(path.read_text())["Metadata"]
+            assert metadata["AWS::ServerlessRepo::Application"]["SemanticVersion"] == name
+        else:
+            assert re.fullmatch(r"pre-\d+\.\d+\.\d+-[0-9a-f]{7,40}", name), name
+    assert (RELEASES / "README.md").is_file()
+    assert {path.name for path in RELEASES.iterdir() if path.is_dir()} == set(folders)
+
+
 @pytest.mark.parametrize("offer", OFFERS, ids=str)
 @pytest.mark.parametrize("earlier", KEPT, ids=release)
 def test_an_update_from_an_earlier_template_keeps_both_secrets(
