@@ -77,7 +77,7 @@ dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and b
 test: lint template build ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	$(BIN)/pytest -q tests
 
-# The bounded exploration of the rotation (README "How we know it holds"); `make test` runs the
+# The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
 EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
   tests/unit/simulation/test_simulation_bootstrap_faults.py
@@ -97,10 +97,8 @@ bench: $(STAMP) ## Benchmark: cold starts vs a boto3 floor, get-token vs the ven
 	  apt-get update -qq && apt-get install -y -qq curl jq >/dev/null; }
 	cd scripts && ../$(BIN)/python -m bench
 
-# What the stack costs a month at each allowed RotationIntervalMinutes: prints the table and
-# rewrites it in docs/cost.md (tests/unit/test_cost.py fails while the doc differs). No `## `
-# help text yet: `make help`'s targets must match the README's list (tests/unit/test_readme.py).
-cost: $(STAMP)
+# tests/unit/test_cost.py fails while docs/cost.md differs from what this writes.
+cost: $(STAMP) ## The stack's monthly cost at each RotationIntervalMinutes, written into docs/cost.md
 	$(BIN)/python scripts/cost.py --write
 
 emulator: $(STAMP) ## Run the upstream emulator on 127.0.0.1 (PORT=8080 to pick a port)
