@@ -376,11 +376,7 @@ class Deployer:
 
     def deploy(self, stack_name: str, offered: Mapping[str, str]) -> DeployedStack:
         values = parameter_values(self.transformed, offered)
-        pseudo = {
-            "AWS::StackName": stack_name,
-            "AWS::Region": self.region,
-            "AWS::AccountId": self.account_id,
-        }
+        pseudo = pseudo_parameters(stack_name, self.region, self.account_id)
         resolver = Resolver({**values, **pseudo}, self.transformed)
         stand_ins = {}
         for logical_id, resource in self.transformed["Resources"].items():
@@ -392,43 +388,26 @@ class Deployer:
                     else placeholder(resolver, logical_id, resource["Type"])
                 )
         template = without_novalue_items(substitute(self.transformed, stand_ins), resolver)
-        status = self._create(stack_name, template, values)
-        cloudformation = self.clients("cloudformation")
-        stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-        resources = cloudformation.describe_stack_resources(StackName=stack_name)
-        return DeployedStack(
-            name=stack_name,
-            resolver=resolver,
-            template=template,
-            stand_ins=stand_ins,
-            resources=resources["StackResources"],
-            outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
-            status=status,
-        )
+        self._create(stack_name, template, values)
+        return describe_deployed(self.clients, stack_name, resolver, template, stand_ins)
 
-    def _create(self, stack_name: str, template: dict[str, Any], values: Mapping[str, str]) -> str:
-        """``CreateStack`` with the template in S3 (as `sam deploy` passes a template over the
-        51,200-byte body limit), then wait until the stack is no longer in progress."""
-        body = json.dumps(template).encode()
-        key = f"templates/{stack_name}-{hashlib.sha256(body).hexdigest()[:16]}.json"
-        self.clients("s3").put_object(Bucket=self.bucket, Key=key, Body=body)
+    def _create(self, stack_name: str, template: dict[str, Any], values: Mapping[str, str]) -> None:
+        """``CreateStack`` with the template in S3, then wait until the stack is no longer in
+        progress."""
         cloudformation = self.clients("cloudformation")
         try:
             cloudformation.create_stack(
                 StackName=stack_name,
-                TemplateURL=f"https://s3.{self.region}.amazonaws.com/{self.bucket}/{key}",
-                Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()],
+                TemplateURL=upload_template(
+                    self.clients, self.bucket, self.region, stack_name, template
+                ),
+                Parameters=stack_parameters(values),
                 Capabilities=CAPABILITIES,
             )
         except Exception as error:  # moto may answer a crash with a 500, a service's error as JSON
             raise DeployError(f"stack {stack_name}: CreateStack failed: {error}") from error
-        deadline = time.monotonic() + self.timeout
-        while True:
-            stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-            status = str(stack["StackStatus"])
-            if not status.endswith("_IN_PROGRESS") or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        stack = settled(cloudformation, stack_name, self.timeout)
+        status = str(stack["StackStatus"])
         if status != "CREATE_COMPLETE":
             events = cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]
             failures = [
@@ -440,7 +419,61 @@ class Deployer:
                 f"stack {stack_name} is {status} ({stack.get('StackStatusReason')}); "
                 f"failed resources: {failures or 'none reported'}"
             )
-        return status
+
+
+def pseudo_parameters(stack_name: str, region: str, account_id: str) -> dict[str, str]:
+    """The pseudo parameters a stack's template resolves against."""
+    return {"AWS::StackName": stack_name, "AWS::Region": region, "AWS::AccountId": account_id}
+
+
+def stack_parameters(values: Mapping[str, str]) -> list[dict[str, str]]:
+    """Parameter values as CreateStack and UpdateStack take them."""
+    return [{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()]
+
+
+def upload_template(
+    clients: Clients, bucket: str, region: str, stack_name: str, template: Mapping[str, Any]
+) -> str:
+    """The template in S3, and its URL: `sam deploy` passes a template over the 51,200-byte body
+    limit this way."""
+    body = json.dumps(template).encode()
+    key = f"templates/{stack_name}-{hashlib.sha256(body).hexdigest()[:16]}.json"
+    clients("s3").put_object(Bucket=bucket, Key=key, Body=body)
+    return f"https://s3.{region}.amazonaws.com/{bucket}/{key}"
+
+
+def settled(cloudformation: Any, stack: str, timeout: float) -> dict[str, Any]:
+    """The stack's description once it is no longer in progress (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        description: dict[str, Any] = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+        if not str(description["StackStatus"]).endswith("_IN_PROGRESS"):
+            return description
+        if time.monotonic() > deadline:
+            return description
+        time.sleep(0.1)
+
+
+def describe_deployed(
+    clients: Clients,
+    stack_name: str,
+    resolver: Resolver,
+    template: dict[str, Any],
+    stand_ins: dict[str, StandIn],
+) -> DeployedStack:
+    """The stack as CloudFormation describes it now, with what the test stood in for."""
+    cloudformation = clients("cloudformation")
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    resources = cloudformation.describe_stack_resources(StackName=stack_name)
+    return DeployedStack(
+        name=stack_name,
+        resolver=resolver,
+        template=template,
+        stand_ins=stand_ins,
+        resources=resources["StackResources"],
+        outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+        status=str(stack["StackStatus"]),
+    )
 
 
 # --- names in shared namespaces ------------------------------------------------------------

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,11 +60,16 @@ from deployment import (
     DeployError,
     StandIn,
     constraint_problem,
+    describe_deployed,
     empty_secret,
     moto_can_create,
     placeholder,
+    pseudo_parameters,
     sam_transform,
+    settled,
+    stack_parameters,
     substitute,
+    upload_template,
     without_novalue_items,
 )
 from template_model import Resolver
@@ -254,7 +258,8 @@ class Lifecycle:
         secrets' and their policy's fates around it."""
         transformed = self.transform(template)
         values = sam_deploy_parameters(transformed, stack.parameters, overrides or {})
-        resolver = Resolver({**values, **self._pseudo(stack.name)}, transformed)
+        pseudo = pseudo_parameters(stack.name, self.region, self.account_id)
+        resolver = Resolver({**values, **pseudo}, transformed)
         present = {
             logical_id: resource
             for logical_id, resource in transformed["Resources"].items()
@@ -274,7 +279,7 @@ class Lifecycle:
             [(logical_id, resource, stack) for logical_id, resource in dropped.items()],
             replaced=False,
         )
-        deployed = self._describe(stack.name, resolver, template_body, stand_ins)
+        deployed = describe_deployed(self.clients, stack.name, resolver, template_body, stand_ins)
         return Stack(deployed, values, fates)
 
     def delete(self, stack: Stack, run: Callable[[], object] | None = None) -> list[Fate]:
@@ -374,13 +379,6 @@ class Lifecycle:
 
     # --- calls -------------------------------------------------------------------------
 
-    def _pseudo(self, stack_name: str) -> dict[str, str]:
-        return {
-            "AWS::StackName": stack_name,
-            "AWS::Region": self.region,
-            "AWS::AccountId": self.account_id,
-        }
-
     def _create_secret(self, resolver: Resolver, logical_id: str, resource: Any) -> StandIn:
         return empty_secret(self.clients, resolver, logical_id, resource)
 
@@ -398,16 +396,15 @@ class Lifecycle:
         self, stack_name: str, template: Mapping[str, Any], values: Mapping[str, str]
     ) -> None:
         """``UpdateStack`` with the template in S3, as the deploy test creates stacks."""
-        body = json.dumps(template).encode()
-        key = f"templates/{stack_name}-{time.monotonic_ns()}.json"
-        self.clients("s3").put_object(Bucket=self.bucket, Key=key, Body=body)
         cloudformation = self.clients("cloudformation")
         stack_id = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackId"]
         try:
             cloudformation.update_stack(
                 StackName=stack_name,
-                TemplateURL=f"https://s3.{self.region}.amazonaws.com/{self.bucket}/{key}",
-                Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()],
+                TemplateURL=upload_template(
+                    self.clients, self.bucket, self.region, stack_name, template
+                ),
+                Parameters=stack_parameters(values),
                 Capabilities=CAPABILITIES,
             )
         except ClientError as error:
@@ -415,34 +412,8 @@ class Lifecycle:
         self._wait(stack_id, "UPDATE_COMPLETE")
 
     def _wait(self, stack_id: str, wanted: str) -> None:
-        cloudformation = self.clients("cloudformation")
-        deadline = time.monotonic() + self.timeout
-        while True:
-            stack = cloudformation.describe_stacks(StackName=stack_id)["Stacks"][0]
-            status = str(stack["StackStatus"])
-            if not status.endswith("_IN_PROGRESS") or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        stack = settled(self.clients("cloudformation"), stack_id, self.timeout)
+        status = str(stack["StackStatus"])
         if status != wanted:
             reason = stack.get("StackStatusReason")
             raise DeployError(f"stack {stack['StackName']} is {status}, not {wanted} ({reason})")
-
-    def _describe(
-        self,
-        stack_name: str,
-        resolver: Resolver,
-        template: dict[str, Any],
-        stand_ins: dict[str, StandIn],
-    ) -> DeployedStack:
-        cloudformation = self.clients("cloudformation")
-        stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-        resources = cloudformation.describe_stack_resources(StackName=stack_name)
-        return DeployedStack(
-            name=stack_name,
-            resolver=resolver,
-            template=template,
-            stand_ins=stand_ins,
-            resources=resources["StackResources"],
-            outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
-            status=str(stack["StackStatus"]),
-        )
