@@ -311,15 +311,8 @@ def approve(document: RefreshSecret, approval: Approval) -> Move:
     if transition.action is Action.FORGET_PENDING:
         return Move(transition, replace(document, pending=None) if ours else None, reason)
     if transition.action is Action.STORE_CREDENTIAL:
-        stored = replace(
-            document,
-            credential=approval.credential,
-            raw_access_token=approval.raw_access_token,
-            pending=remaining,
-            candidate=None,
-            lease=None,
-        )
-        return Move(transition, stored)
+        stored = install(document, approval.credential, approval.raw_access_token)
+        return Move(transition, replace(stored, pending=remaining))
     assert approval.raw_access_token is not None  # APPROVED_OVER_ACTIVE has one
     candidate = CandidateCredential(approval.credential, approval.raw_access_token)
     return Move(transition, replace(document, candidate=candidate, pending=remaining))
@@ -331,14 +324,23 @@ def promote(document: RefreshSecret, candidate: CandidateCredential) -> Move:
     candidate is no longer the stored one."""
     if not same_candidate(document.candidate, candidate):
         return Move(step(Stage.CANDIDATE, Event.SUPERSEDED), None)
-    promoted = replace(
+    promoted = install(document, candidate.credential, candidate.raw_access_token)
+    return Move(step(Stage.CANDIDATE, Event.VERIFIED), promoted)
+
+
+def install(
+    document: RefreshSecret, credential: RefreshCredential, raw_access_token: RawAccessToken | None
+) -> RefreshSecret:
+    """``STORE_CREDENTIAL`` and ``PROMOTE``: ``credential`` (with its access token) becomes the
+    active one; a candidate and the rotator's lease, both about the credential it replaces,
+    are cleared."""
+    return replace(
         document,
-        credential=candidate.credential,
-        raw_access_token=candidate.raw_access_token,
+        credential=credential,
+        raw_access_token=raw_access_token,
         candidate=None,
         lease=None,
     )
-    return Move(step(Stage.CANDIDATE, Event.VERIFIED), promoted)
 
 
 def drop(document: RefreshSecret, candidate: CandidateCredential) -> RefreshSecret | None:
