@@ -1,6 +1,6 @@
 """What the stack costs a month at each allowed ``RotationIntervalMinutes`` (``make cost``).
 
-Reads template.yaml (CloudFormation's short tags read as their long forms), counts what costs
+Reads template.yaml as CloudFormation does (scripts/cfn_intrinsics.py), counts what costs
 money at the parameters' defaults (the scheduled function, its memory, architecture, tracing and
 log retention, the secrets, the alarms, the dashboards), reads the metric names the functions emit
 from the layer's observability module, takes the calls per run from ``make bench``'s budgets
@@ -25,8 +25,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import yaml
+import cfn_intrinsics
 from bench.calls import NOOP_AWS_CALLS, ROTATION_AWS_CALLS
+from cfn_intrinsics import Resolver, parameter_values
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
@@ -63,100 +64,22 @@ BOOTSTRAP_HOURS_PER_MONTH = 1.0
 # --- reading the template -----------------------------------------------------------------
 
 
-def _long_form(loader: Any, suffix: str, node: Any) -> dict[str, Any]:
-    """``!Ref x`` as ``{"Ref": x}``, ``!GetAtt a.b`` as ``{"Fn::GetAtt": [a, b]}``, ``!Sub s``
-    as ``{"Fn::Sub": s}``: the template as CloudFormation reads it."""
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    if suffix in ("Ref", "Condition"):
-        return {suffix: value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-# A loader of its own (a subclass), so that PyYAML's SafeLoader is left as it is.
-_Loader: Any = type("CloudFormationLoader", (yaml.SafeLoader,), {})
-_Loader.add_multi_constructor("!", _long_form)
-
-
-def parse_template(text: str) -> dict[str, Any]:
-    template: dict[str, Any] = yaml.load(text, Loader=_Loader)  # noqa: S506
-    return template
-
-
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    return parse_template(path.read_text(encoding="utf-8"))
+    return cfn_intrinsics.load_template(path)
 
 
-class Values:
-    """The template evaluated at its parameters' defaults, some of them overridden: parameter
-    references, mappings, ``Fn::Sub`` of parameters, ``Fn::If`` and the conditions."""
+class Values(Resolver):
+    """The template at its parameters' defaults, some of them overridden."""
 
     def __init__(self, template: Mapping[str, Any], overrides: Mapping[str, Any]) -> None:
-        self.template = template
-        self.parameters = {
-            name: overrides.get(name, spec.get("Default"))
-            for name, spec in template.get("Parameters", {}).items()
-        }
-
-    def resolve(self, node: Any) -> Any:
-        if not isinstance(node, dict) or len(node) != 1:
-            return node
-        ((key, arg),) = node.items()
-        if key == "Ref":
-            return self.parameters.get(arg, arg)
-        if key == "Fn::FindInMap":
-            name, first, second = (str(self.resolve(part)) for part in arg)
-            return self.template["Mappings"][name][first][second]
-        if key == "Fn::Sub" and isinstance(arg, str):
-            return re.sub(
-                r"\$\{([^}!]+)\}",
-                lambda m: str(self.parameters.get(m.group(1), m.group(0))),
-                arg,
-            )
-        if key == "Fn::If":
-            return self.resolve(arg[1] if self.condition(arg[0]) else arg[2])
-        return node
-
-    def condition(self, name: str) -> bool:
-        return self._truth(self.template["Conditions"][name])
-
-    def _truth(self, node: Any) -> bool:
-        ((key, arg),) = node.items()
-        if key == "Condition":
-            return self.condition(arg)
-        if key == "Fn::Equals":
-            return str(self.resolve(arg[0])) == str(self.resolve(arg[1]))
-        if key == "Fn::Not":
-            return not self._truth(arg[0])
-        if key == "Fn::And":
-            return all(self._truth(part) for part in arg)
-        if key == "Fn::Or":
-            return any(self._truth(part) for part in arg)
-        raise ValueError(f"cannot evaluate the condition {node!r}")
-
-    def included(self, resource: Mapping[str, Any]) -> bool:
-        return "Condition" not in resource or self.condition(resource["Condition"])
-
-    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
-        """The resources of one type that the stack creates, by logical id."""
-        return {
-            name: resource
-            for name, resource in self.template["Resources"].items()
-            if resource["Type"] == kind and self.included(resource)
-        }
+        super().__init__(template, parameter_values(template, **overrides))
 
     def left_out(self) -> dict[str, str]:
         """Resources whose condition is false: logical id -> type."""
         return {
             name: resource["Type"]
             for name, resource in self.template["Resources"].items()
-            if not self.included(resource)
+            if not self.present(resource)
         }
 
 
@@ -289,7 +212,7 @@ def stack_at(template: Mapping[str, Any], interval: int) -> Stack:
         composite_alarms=tuple(values.resources("AWS::CloudWatch::CompositeAlarm")),
         dashboards=tuple(values.resources("AWS::CloudWatch::Dashboard")),
         service_names=frozenset(service_names),
-        refresh_margin_seconds=int(values.parameters["RefreshMarginSeconds"]),
+        refresh_margin_seconds=int(values.values["RefreshMarginSeconds"]),
         left_out=values.left_out(),
     )
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+
 from local_stack import (
     BOOTSTRAP,
     INTERVAL_MINUTES,

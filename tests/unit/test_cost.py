@@ -1,27 +1,24 @@
 """scripts/cost.py (`make cost`): docs/cost.md holds exactly the table it computes from
 template.yaml, the layer's observability module and scripts/cost_prices.toml, so a change that
 changes the cost fails here until `make cost` rewrites the doc; what it counts follows the
-template (read here through samtranslator, another loader); the prices file says where each price
-comes from. No network: everything is read from the repository."""
+template (read through scripts/cfn_intrinsics.py, as the template's tests read it); the prices
+file says where each price comes from. No network: everything is read from the repository."""
 
 from __future__ import annotations
 
 import copy
 import re
-import sys
 import tomllib
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
-from samtranslator.yaml_helper import yaml_parse
 
+import cost
 from template_model import of_type, source
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import cost  # noqa: E402
 
 OBSERVABILITY_SOURCE = cost.OBSERVABILITY.read_text(encoding="utf-8")
 METRICS = cost.emitted_metrics(OBSERVABILITY_SOURCE)
@@ -41,11 +38,6 @@ def costs(changed: dict[str, Any], interval: int = DEFAULT) -> dict[str, float]:
 def test_the_doc_holds_the_table_make_cost_writes() -> None:
     expected = cost.render(cost.load_template(), PRICES, OBSERVABILITY_SOURCE)
     assert cost.doc_block() == expected, "the cost changed: run `make cost` and commit docs/cost.md"
-
-
-def test_the_script_reads_the_template_as_samtranslator_does() -> None:
-    text = cost.TEMPLATE.read_text(encoding="utf-8")
-    assert cost.parse_template(text) == yaml_parse(text)
 
 
 def test_the_table_has_a_row_for_each_allowed_interval() -> None:

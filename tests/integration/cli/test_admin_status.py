@@ -25,6 +25,7 @@ from cmstoken.cli.admin.invokers import LambdaInvoker, LocalInvoker
 from cmstoken.cli.admin.stack import DeployedStack, StackFunctions, locate
 from cmstoken.cli.admin.status import StatusSources, status
 from harness import Stack, secret_values
+from local_stack import LambdaEndpoint
 from support import documentation, load_handler
 
 pytestmark = pytest.mark.integration
@@ -460,11 +461,6 @@ def test_hostile_text_prints_harmlessly_and_never_a_code(as_json: bool) -> None:
 def lambda_endpoint(invoker: LocalInvoker) -> Iterator[str]:
     """The functions behind a local Lambda endpoint (scripts/local_stack.py, as the demo's
     kept stack serves them)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from local_stack import LambdaEndpoint
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     endpoint = LambdaEndpoint(invoker, (FUNCTIONS.bootstrap, FUNCTIONS.rotator)).start()
     yield endpoint.url
     endpoint.stop()

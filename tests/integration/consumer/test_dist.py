@@ -19,13 +19,12 @@ import boto3
 import pytest
 
 import cmstoken
+from build_consumer import FILES, FOLDERS
 from cmstoken.aws.documents import ServiceTokenDocument
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "scripts"))
-from build_consumer import FILES, FOLDERS  # noqa: E402
 
 PACKAGE = ROOT / "layers" / "cmstoken" / "cmstoken"
 

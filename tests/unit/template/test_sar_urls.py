@@ -6,19 +6,13 @@ tests/integration/test_package.py)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]
 
-from template_model import source
-from yaml_state import safe_loader_restored
-
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "scripts"))
-from sar_urls import (  # noqa: E402
+from sar_urls import (
     METADATA,
     UrlError,
     Urls,
@@ -30,6 +24,10 @@ from sar_urls import (  # noqa: E402
     resolve,
     validate_url,
 )
+from template_model import source
+from yaml_state import safe_loader_restored
+
+ROOT = Path(__file__).resolve().parents[3]
 
 URL = "https://example.org/acme/cmstoken"
 
