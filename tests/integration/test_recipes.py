@@ -564,6 +564,186 @@ def test_the_ecs_text_states_the_injected_tokens_lifetime_from_the_template_defa
     assert "container agent 1.37.0 or later" in text
 
 
+# Registering the task definitions: the command the document shows, run as it is against
+# moto's server, and AWS's rules for Fargate that moto does not enforce.
+
+ECS_RECIPES = ["ecs", "ecs-secrets"]
+ECS_REGISTER = "aws ecs register-task-definition --cli-input-json file://task-definition.json"
+ECS_REGION = "eu-west-1"  # the region of the recipes' ARNs
+# the fields that make the definitions registrable on Fargate; without them, the old recipes
+FARGATE_FIELDS = ("requiresCompatibilities", "networkMode", "cpu", "memory")
+# Fargate's task sizes: the CPU units, and the memory values (MiB) allowed with them
+FARGATE_TASK_SIZES: dict[int, tuple[int, ...]] = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4096 + 1, 1024)),
+    1024: tuple(range(2048, 8192 + 1, 1024)),
+    2048: tuple(range(4096, 16384 + 1, 1024)),
+    4096: tuple(range(8192, 30720 + 1, 1024)),
+    8192: tuple(range(16384, 61440 + 1, 4096)),
+    16384: tuple(range(32768, 122880 + 1, 8192)),
+}
+AWS_CLI = pytest.mark.skipif(not tool_works("aws", "--version"), reason="needs the AWS CLI")
+
+
+def task_definition_problems(definition: dict[str, Any]) -> list[str]:
+    """What ``RegisterTaskDefinition`` refuses in ``definition``, by AWS's documented rules
+    (moto's server enforces only the first; it registers a Fargate definition without a task
+    size, with an invalid one, or with another network mode, which it then describes as
+    ``awsvpc``):
+
+    - a container with neither ``memory`` nor ``memoryReservation`` needs a task-level
+      ``memory`` (Amazon ECS API Reference, ContainerDefinition, ``memoryReservation``: "If a
+      task-level memory value is not specified, you must specify a non-zero integer for one or
+      both of memory or memoryReservation in a container definition",
+      https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html);
+    - with ``FARGATE`` in ``requiresCompatibilities``, the network mode must be ``awsvpc``, and
+      the task-level ``cpu`` and ``memory`` are required and must be one of the valid
+      combinations (Amazon ECS Developer Guide, "Amazon ECS task definition parameters for
+      Fargate", sections "Network mode" and "Task size",
+      https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task_definition_parameters.html;
+      the table of valid CPU and memory values in "Troubleshoot Amazon ECS task definition
+      invalid CPU or memory errors",
+      https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-cpu-memory-error.html;
+      and the API Reference, RegisterTaskDefinition, ``cpu``, ``memory`` and ``networkMode``,
+      https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_RegisterTaskDefinition.html).
+
+    Both are strings in the API (the AWS CLI refuses numbers); only the CPU-unit and MiB forms
+    (``"256"``, ``"512"``) are accepted here, not ``"1 vCPU"`` or ``"1 GB"``."""
+    problems = []
+    for container in definition["containerDefinitions"]:
+        if not ({"memory", "memoryReservation"} & container.keys() or "memory" in definition):
+            problems.append(
+                f"container {container['name']!r}: at least one of 'memory' or "
+                "'memoryReservation' must be specified (no task-level memory)"
+            )
+    if "FARGATE" not in definition.get("requiresCompatibilities", []):
+        return problems
+    if definition.get("networkMode") != "awsvpc":
+        problems.append(
+            f"Fargate needs networkMode 'awsvpc', not {definition.get('networkMode')!r}"
+        )
+    cpu, memory = definition.get("cpu"), definition.get("memory")
+    if not (
+        isinstance(cpu, str) and isinstance(memory, str) and cpu.isdigit() and memory.isdigit()
+    ):
+        problems.append(
+            f"Fargate needs task-level cpu and memory as strings of digits: {cpu!r}, {memory!r}"
+        )
+    elif int(memory) not in FARGATE_TASK_SIZES.get(int(cpu), ()):
+        problems.append(f"cpu {cpu} with memory {memory} is not a Fargate task size")
+    return problems
+
+
+def old_task_definition(name: str) -> dict[str, Any]:
+    """The recipe as it was before it was made registrable: without the Fargate fields."""
+    definition: dict[str, Any] = json.loads(recipe(name))
+    return {key: value for key, value in definition.items() if key not in FARGATE_FIELDS}
+
+
+def register_task_definition(
+    text: str, directory: Path, endpoint: str
+) -> subprocess.CompletedProcess[str]:
+    """Write ``text`` to task-definition.json in ``directory`` and run the documented command
+    there, as it is: the AWS CLI reaches moto's server for ECS through AWS_ENDPOINT_URL_ECS,
+    with dummy credentials, the recipes' region, no configuration or credentials files, and
+    every other address sent to a closed port on 127.0.0.1 as a proxy."""
+    (directory / "task-definition.json").write_text(text)
+    env = {name: os.environ[name] for name in ("PATH", "PYENV_ROOT", "LANG") if name in os.environ}
+    env.update(
+        HOME=str(directory),
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION=ECS_REGION,
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_ENDPOINT_URL_ECS=endpoint,
+        HTTP_PROXY="http://127.0.0.1:9",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        NO_PROXY="127.0.0.1",
+    )
+    script = recipe("ecs-register")
+    assert script.splitlines() == [ECS_REGISTER]
+    return run_shell(script, env, cwd=directory)
+
+
+@pytest.mark.parametrize("name", ECS_RECIPES)
+def test_the_ecs_task_definitions_follow_awss_rules_for_fargate(name: str) -> None:
+    """The recipes are Fargate task definitions that AWS accepts, by the rules of
+    ``task_definition_problems`` (which moto does not enforce)."""
+    definition = json.loads(recipe(name))
+    assert definition["requiresCompatibilities"] == ["FARGATE"]  # so AWS checks them as such
+    assert task_definition_problems(definition) == []
+
+
+@pytest.mark.parametrize(
+    ("dropped", "changed", "problem"),
+    [
+        (FARGATE_FIELDS, {}, "'memoryReservation'"),
+        ((), {"networkMode": "bridge"}, "networkMode 'awsvpc'"),
+        (("cpu",), {}, "strings of digits"),
+        ((), {"cpu": 256}, "strings of digits"),
+        ((), {"memory": "4096"}, "not a Fargate task size"),
+        ((), {"cpu": "8192", "memory": "18432"}, "not a Fargate task size"),
+    ],
+    ids=["old", "bridge", "no-cpu", "number", "256-4096", "8192-18432"],
+)
+def test_the_ecs_rule_check_refuses_what_aws_refuses(
+    dropped: tuple[str, ...], changed: dict[str, Any], problem: str
+) -> None:
+    """The control for the test above: the old recipes (no memory anywhere) and Fargate
+    definitions that break one rule each are refused."""
+    for name in ECS_RECIPES:
+        definition = {k: v for k, v in json.loads(recipe(name)).items() if k not in dropped}
+        definition.update(changed)
+        assert any(problem in found for found in task_definition_problems(definition)), name
+
+
+@AWS_CLI
+@pytest.mark.parametrize("name", ECS_RECIPES)
+def test_the_ecs_task_definitions_register_with_the_documented_command(
+    moto_server: str, tmp_path: Path, name: str
+) -> None:
+    """The document's command registers the recipe as it is shown, and ECS then describes what
+    the document shows: family, Fargate compatibility, network mode, task size, roles, and the
+    containers' environment and secrets."""
+    result = register_task_definition(recipe(name), tmp_path, moto_server)
+    assert result.returncode == 0, result.stderr
+    definition: dict[str, Any] = json.loads(recipe(name))
+    assert set(FARGATE_FIELDS) | {"family", "executionRoleArn"} <= definition.keys()
+    registered = json.loads(result.stdout)["taskDefinition"]
+    ecs = boto3.client("ecs", region_name=ECS_REGION)
+    described = ecs.describe_task_definition(taskDefinition=definition["family"])["taskDefinition"]
+    assert described["taskDefinitionArn"] == registered["taskDefinitionArn"]
+    assert (described["revision"], described["status"]) == (1, "ACTIVE")
+    assert "FARGATE" in described["compatibilities"]
+    for key, value in definition.items():
+        if key != "containerDefinitions":
+            assert described[key] == value, key
+    for shown, kept in zip(
+        definition["containerDefinitions"], described["containerDefinitions"], strict=True
+    ):
+        assert {key: kept.get(key) for key in shown} == shown
+
+
+@AWS_CLI
+@pytest.mark.parametrize("name", ECS_RECIPES)
+def test_moto_and_the_aws_cli_refuse_the_old_ecs_task_definitions(
+    moto_server: str, tmp_path: Path, name: str
+) -> None:
+    """What is enforced without the rule check: moto's server refuses the old recipes (no
+    memory anywhere) as AWS does, and the AWS CLI refuses a task size given as numbers."""
+    old = register_task_definition(json.dumps(old_task_definition(name)), tmp_path, moto_server)
+    assert old.returncode == 255
+    assert "At least one of 'memory' or 'memoryReservation' must be specified" in old.stderr
+    numbers = {**json.loads(recipe(name)), "cpu": 256, "memory": 512}
+    refused = register_task_definition(json.dumps(numbers), tmp_path, moto_server)
+    assert refused.returncode == 255
+    assert "Invalid type for parameter cpu" in refused.stderr
+    ecs = boto3.client("ecs", region_name=ECS_REGION)
+    assert ecs.list_task_definitions()["taskDefinitionArns"] == []
+
+
 # --- External Secrets Operator --------------------------------------------------------------
 
 
