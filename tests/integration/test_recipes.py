@@ -6,7 +6,7 @@ in README.md or docs/*.md):
 the shell recipes run against moto's server and the emulator, the External Secrets manifests
 are validated against the CRDs of the ESO version the documentation names (vendored under
 ``tests/data/external-secrets``), the Terraform recipe is formatted as ``terraform fmt`` wants,
-and the ECS task definitions are JSON with the documented ``valueFrom`` syntax.
+and the ECS task definitions register with the documented command against moto's server.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -644,10 +645,18 @@ def register_task_definition(
     text: str, directory: Path, endpoint: str
 ) -> subprocess.CompletedProcess[str]:
     """Write ``text`` to task-definition.json in ``directory`` and run the documented command
-    there, as it is: the AWS CLI reaches moto's server for ECS through AWS_ENDPOINT_URL_ECS,
-    with dummy credentials, the recipes' region, no configuration or credentials files, and
-    every other address sent to a closed port on 127.0.0.1 as a proxy."""
+    there, as it is (``run_ecs_recipe``)."""
     (directory / "task-definition.json").write_text(text)
+    script = recipe("ecs-register")
+    assert script.splitlines() == [ECS_REGISTER]
+    return run_ecs_recipe(script, directory, endpoint)
+
+
+def run_ecs_recipe(script: str, directory: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """Run a recipe's AWS CLI command in ``directory`` as it is: the AWS CLI reaches moto's
+    server for ECS through AWS_ENDPOINT_URL_ECS, with dummy credentials, the recipes' region,
+    no configuration or credentials files, and every other address sent to a closed port on
+    127.0.0.1 as a proxy."""
     env = {name: os.environ[name] for name in ("PATH", "PYENV_ROOT", "LANG") if name in os.environ}
     env.update(
         HOME=str(directory),
@@ -662,8 +671,6 @@ def register_task_definition(
         HTTPS_PROXY="http://127.0.0.1:9",
         NO_PROXY="127.0.0.1",
     )
-    script = recipe("ecs-register")
-    assert script.splitlines() == [ECS_REGISTER]
     return run_shell(script, env, cwd=directory)
 
 
@@ -742,6 +749,48 @@ def test_moto_and_the_aws_cli_refuse_the_old_ecs_task_definitions(
     assert "Invalid type for parameter cpu" in refused.stderr
     ecs = boto3.client("ecs", region_name=ECS_REGION)
     assert ecs.list_task_definitions()["taskDefinitionArns"] == []
+
+
+@AWS_CLI
+def test_the_redeploy_command_starts_a_new_deployment_of_the_service(
+    moto_server: str, tmp_path: Path
+) -> None:
+    """Pattern 3's command, as the document shows it, replaces the tasks of the service it
+    names (moto gives the service's deployment a new id); a service that does not exist is
+    refused, so the command is not one that succeeds whatever it names."""
+    script = recipe("ecs-redeploy")
+    command = shlex.split(script)
+    cluster = command[command.index("--cluster") + 1]
+    service = command[command.index("--service") + 1]
+    ecs = boto3.client("ecs", region_name=ECS_REGION)
+    ec2 = boto3.client("ec2", region_name=ECS_REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="cms-client", Description="cms", VpcId=vpc)
+    ecs.create_cluster(clusterName=cluster)
+    family = ecs.register_task_definition(**json.loads(recipe("ecs-secrets")))["taskDefinition"]
+    ecs.create_service(
+        cluster=cluster,
+        serviceName=service,
+        taskDefinition=family["taskDefinitionArn"],
+        desiredCount=1,
+        launchType="FARGATE",
+        networkConfiguration={
+            "awsvpcConfiguration": {"subnets": [subnet], "securityGroups": [group["GroupId"]]}
+        },
+    )
+
+    def deployment() -> str:
+        described = ecs.describe_services(cluster=cluster, services=[service])["services"]
+        return str(described[0]["deployments"][0]["id"])
+
+    before = deployment()
+    result = run_ecs_recipe(script, tmp_path, moto_server)
+    assert result.returncode == 0, result.stderr
+    assert deployment() != before
+    missing = run_ecs_recipe(script.replace(service, "no-such-service"), tmp_path, moto_server)
+    assert missing.returncode == 255
+    assert "ServiceNotFoundException" in missing.stderr
 
 
 # --- External Secrets Operator --------------------------------------------------------------
