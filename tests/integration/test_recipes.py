@@ -798,7 +798,11 @@ def test_the_redeploy_command_starts_a_new_deployment_of_the_service(
 
 @cache
 def crd(kind: str) -> dict[str, Any]:
-    plural = {"ExternalSecret": "externalsecrets", "SecretStore": "secretstores"}[kind]
+    plural = {
+        "ExternalSecret": "externalsecrets",
+        "SecretStore": "secretstores",
+        "ClusterSecretStore": "clustersecretstores",
+    }[kind]
     text = (CRDS / f"external-secrets.io_{plural}.yaml").read_text()
     document: dict[str, Any] = yaml.safe_load(text)
     assert document["spec"]["names"]["kind"] == kind
@@ -855,9 +859,10 @@ def test_the_vendored_crds_are_the_named_version_and_no_longer_serve_v1beta1() -
     notes = (CRDS / "README.md").read_text()
     assert f"tag `{ESO_VERSION}`" in notes
     assert "Apache License" in (CRDS / "LICENSE").read_text()
-    for kind in ("ExternalSecret", "SecretStore"):
+    for kind in ("ExternalSecret", "SecretStore", "ClusterSecretStore"):
         served = {v["name"]: v["served"] for v in crd(kind)["spec"]["versions"]}
         assert served == {"v1": True, "v1beta1": False}
+    assert crd("ClusterSecretStore")["spec"]["scope"] == "Cluster"
 
 
 def test_the_external_secrets_manifests_validate_against_the_crds(stack: Stack) -> None:
@@ -889,32 +894,77 @@ def test_the_external_secrets_manifests_validate_against_the_crds(stack: Stack) 
         assert isinstance(document[entry["remoteRef"]["property"]], str)
     assert {entry["secretKey"] for entry in spec["data"]} >= {"token"}
     assert spec.get("refreshPolicy", "Periodic") == "Periodic"
-    limit = template_default("RefreshMarginSeconds") - 60 * template_default(
+    assert go_duration_seconds(spec["refreshInterval"]) > 0
+    assert "syncWindows" not in spec
+    assert worst_copy_age(spec) < age_limit()
+
+
+def age_limit() -> int:
+    """What the published token has left, at least: the margin less one schedule period."""
+    return template_default("RefreshMarginSeconds") - 60 * template_default(
         "RotationIntervalMinutes"
     )
-    assert 0 < go_duration_seconds(spec["refreshInterval"]) < limit
 
 
-def eso_copy_refusals(stack: Stack, refresh_interval: int) -> list[int]:
+def worst_copy_age(spec: dict[str, Any]) -> float:
+    """The oldest the synced copy gets, in seconds, by the documentation's rule: one
+    ``refreshInterval``; with ``syncWindows``, two of them plus the longest time the windows
+    block syncs (a window can open just as a sync is due, and ESO syncs at its next check after
+    the window ends, at most one ``refreshInterval`` later by ESO's docs). A ``deny`` block
+    counts its longest window (for windows that neither overlap nor touch, as the manifests
+    checked here); an ``allow`` block blocks all the time outside its windows, so it counts
+    as unbounded."""
+    interval = go_duration_seconds(spec["refreshInterval"])
+    windows = spec.get("syncWindows")
+    if not windows:
+        return interval
+    if windows["kind"] == "allow":
+        return float("inf")
+    longest = max(go_duration_seconds(window["duration"]) for window in windows["windows"])
+    return 2 * interval + longest
+
+
+def eso_copy_refusals(
+    stack: Stack,
+    refresh_interval: int,
+    *,
+    deny_window: int = 0,
+    retry_after_blocked: int | None = None,
+) -> list[int]:
     """Thirty hours, minute by minute, of the stack's hourly rotator (checking in the last minute
     of each hour, the worst phase) and of ESO copying the published token every
     ``refresh_interval`` seconds, its sync falling in the very minute of the rotation, just
     before it (the worst phase again). Returns the minutes at which the copy held a token the
     API refuses; checks on the way that the published token always had at least the margin less
-    one period left (the ECS text's "about 5 h")."""
+    one period left (the ECS text's "about 5 h").
+
+    With ``deny_window`` seconds, a ``syncWindows`` deny window opens when the next sync after
+    that copy is due (the worst phase for it) and blocks every check until it ends, its end
+    included, as ESO's ``isWithinSyncWindow`` does. After a blocked check ESO checks again
+    ``retry_after_blocked`` seconds later: ``refresh_interval`` by ESO's docs ("the controller
+    still requeues at refreshInterval regardless of whether a sync was blocked"), 7 minutes
+    at most in the v2.9.0 controller (a blocked check requeues through its rate limiter, whose
+    longest delay is 7 minutes)."""
     stack.seed()
     margin = template_default("RefreshMarginSeconds")
     period = template_default("RotationIntervalMinutes")
     interval = refresh_interval // 60
+    retry = (retry_after_blocked or refresh_interval) // 60
     document = stack.service_document()
     lifetime = document.expires_at - stack.clock.now()
     checks = range(period - 1, 30 * 60, period)
     rotation = next(minute for minute in checks if lifetime - 60 * minute <= margin)
+    opens = rotation + interval
+    window = range(opens, opens + deny_window // 60 + 1) if deny_window else range(0)
+    due = rotation % interval or interval
     copied, refused = document.token, []
     for minute in range(1, 30 * 60):
         stack.emulator.advance(60)
-        if minute % interval == rotation % interval:
+        if minute == due and minute in window:
+            due += retry
+        elif minute == due:
             copied = stack.service_document().token
+            due += interval
         if minute in checks:
             outcome = stack.invoke("rotator", {})["outcome"]
             assert outcome == ("rotated" if minute == rotation else "skipped"), minute
@@ -936,10 +986,73 @@ def test_the_refresh_interval_rule_is_the_limit(
 ) -> None:
     """Just under the margin less one period, the copy always works; past it, the copy
     expires before the next sync (in the worst phase)."""
-    limit = template_default("RefreshMarginSeconds") - 60 * template_default(
-        "RotationIntervalMinutes"
+    refused = eso_copy_refusals(stack, age_limit() + 60 * minutes_past_the_limit)
+    assert (refused == []) == works, refused
+
+
+def recipe_interval() -> int:
+    spec = manifests("external-secrets")["ExternalSecret"]["spec"]
+    return int(go_duration_seconds(spec["refreshInterval"]))
+
+
+def crd_sync_window_example() -> dict[str, str]:
+    """The deny window the vendored ExternalSecret CRD gives as its example: the ``Example:``
+    of each field's description (a schedule of 22:00 UTC on weekdays, a duration of 8 h)."""
+    (served,) = [v for v in crd("ExternalSecret")["spec"]["versions"] if v["served"]]
+    entry = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    fields = entry["syncWindows"]["properties"]["windows"]["items"]["properties"]
+    example = {}
+    for name in ("schedule", "duration"):
+        found = re.search(r'Example: "([^"]+)"', fields[name]["description"])
+        assert found, name
+        example[name] = found[1]
+    return example
+
+
+def with_deny_window(duration: int) -> dict[str, Any]:
+    """The recipe's ExternalSecret with a deny window of ``duration`` seconds on the CRD's
+    example schedule; it validates against the CRD."""
+    external = copy.deepcopy(manifests("external-secrets")["ExternalSecret"])
+    hours, minutes = divmod(duration // 60, 60)
+    window = {"schedule": crd_sync_window_example()["schedule"], "duration": f"{hours}h{minutes}m"}
+    external["spec"]["syncWindows"] = {"kind": "deny", "windows": [window]}
+    validate(external)
+    return external
+
+
+def test_the_crds_example_sync_window_breaks_the_refresh_interval_rule(stack: Stack) -> None:
+    """The CRD's example 8 h deny window on the recipe's ExternalSecret: the rule says no, and
+    the synced token expires before ESO syncs again (in the worst phase)."""
+    example = go_duration_seconds(crd_sync_window_example()["duration"])
+    assert example == 8 * 3600
+    spec = with_deny_window(int(example))["spec"]
+    assert worst_copy_age(spec) >= age_limit()
+    interval = int(go_duration_seconds(spec["refreshInterval"]))
+    assert eso_copy_refusals(stack, interval, deny_window=int(example))
+
+
+@pytest.mark.parametrize(
+    ("window_past_the_rule", "retry_after_blocked", "works"),
+    [
+        (-60, None, True),  # just inside the rule, ESO's docs' checks
+        (-60, 7 * 60, True),  # just inside the rule, the v2.9.0 controller's retries
+        (3600 - 60, 7 * 60, False),  # a window plus one interval under the limit: not enough
+    ],
+)
+def test_a_sync_window_counts_with_two_refresh_intervals(
+    stack: Stack, window_past_the_rule: int, retry_after_blocked: int | None, works: bool
+) -> None:
+    """With the recipe's interval, a deny window just under the rule (the limit less two
+    intervals) keeps the copy working whether ESO checks again every interval (its docs) or
+    within 7 minutes (its v2.9.0 controller); a window one interval longer, still under the
+    limit less one interval, lets the copy expire when ESO catches up a few minutes late."""
+    interval = recipe_interval()
+    deny = age_limit() - 2 * interval + window_past_the_rule
+    spec = with_deny_window(deny)["spec"]
+    assert (worst_copy_age(spec) < age_limit()) == works
+    refused = eso_copy_refusals(
+        stack, interval, deny_window=deny, retry_after_blocked=retry_after_blocked
     )
-    refused = eso_copy_refusals(stack, limit + 60 * minutes_past_the_limit)
     assert (refused == []) == works, refused
 
 
@@ -950,6 +1063,120 @@ def test_the_pod_identity_store_validates_and_assumes_the_reader_role() -> None:
     assert aws["service"] == "SecretsManager"
     assert "auth" not in aws  # the controller's Pod Identity credentials
     assert ROLE_ARN.match(aws["role"])
+
+
+def cluster_store_allows(store: dict[str, Any], namespace: str) -> bool:
+    """Whether ESO lets an ExternalSecret in ``namespace`` (labelled only with its name, as the
+    API server labels every namespace) use the ClusterSecretStore, as v2.9.0's
+    ``shouldProcessSecret`` decides: without ``conditions``, every namespace; otherwise any
+    condition whose ``namespaces`` (matched on ``kubernetes.io/metadata.name``),
+    ``namespaceSelector`` labels or ``namespaceRegexes`` (unanchored: Go's
+    ``regexp.MatchString``) admits it."""
+    conditions = store["spec"].get("conditions") or []
+    if not conditions:
+        return True
+    labels = {"kubernetes.io/metadata.name": namespace}
+    for condition in conditions:
+        selector = condition.get("namespaceSelector")
+        if selector is not None:
+            assert "matchExpressions" not in selector
+            if all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()):
+                return True
+        if namespace in condition.get("namespaces", []):
+            return True
+        if any(re.search(regex, namespace) for regex in condition.get("namespaceRegexes", [])):
+            return True
+    return False
+
+
+def cluster_store_problems(store: dict[str, Any]) -> list[str]:
+    """What the documentation says a ClusterSecretStore of the token must not lack."""
+    problems = []
+    reference = store["spec"]["provider"]["aws"]["auth"]["jwt"]["serviceAccountRef"]
+    if "namespace" not in reference:
+        # ESO's AWS docs: "In case of a ClusterSecretStore, Be sure to provide namespace for
+        # serviceAccountRef"; without it v2.9.0's credsFromServiceAccount looks for the
+        # service account in the namespace of each ExternalSecret that uses the store
+        problems.append("serviceAccountRef has no namespace")
+    conditions = store["spec"].get("conditions") or []
+    if not conditions:
+        problems.append("no conditions: every namespace can copy the token")
+    for condition in conditions:
+        for regex in condition.get("namespaceRegexes", []):
+            if not (regex.startswith("^") and regex.endswith("$")):
+                problems.append(f"unanchored namespace regex {regex!r}")
+    return problems
+
+
+def test_the_eso_cluster_store_names_its_accounts_namespace_and_the_namespaces_served() -> None:
+    found = manifests("external-secrets-cluster-store")
+    assert set(found) == {"ServiceAccount", "ClusterSecretStore", "ExternalSecret"}
+    account, store = found["ServiceAccount"], found["ClusterSecretStore"]
+    external = found["ExternalSecret"]
+    for manifest in (store, external):
+        assert manifest["apiVersion"] == "external-secrets.io/v1"
+        validate(manifest)
+    assert "namespace" not in store["metadata"]  # cluster-scoped
+
+    # the IRSA service account, named with its namespace
+    assert ROLE_ARN.match(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"])
+    aws = store["spec"]["provider"]["aws"]
+    assert aws["auth"]["jwt"]["serviceAccountRef"] == {
+        "name": account["metadata"]["name"],
+        "namespace": account["metadata"]["namespace"],
+    }
+    single = manifests("external-secrets")
+    assert {k: v for k, v in aws.items() if k != "auth"} == {
+        k: v for k, v in single["SecretStore"]["spec"]["provider"]["aws"].items() if k != "auth"
+    }
+
+    # only the ExternalSecret's namespace may use it, by exact name
+    assert cluster_store_problems(store) == []
+    assert cluster_store_allows(store, external["metadata"]["namespace"])
+    for other in ("default", "myapps-dev", account["metadata"]["namespace"]):
+        assert not cluster_store_allows(store, other)
+
+    # the ExternalSecret: the single-namespace one, pointing at the cluster store by kind
+    assert external["spec"]["secretStoreRef"] == {
+        "kind": "ClusterSecretStore",
+        "name": store["metadata"]["name"],
+    }
+    same = copy.deepcopy(external)
+    same["spec"]["secretStoreRef"] = single["ExternalSecret"]["spec"]["secretStoreRef"]
+    assert same == single["ExternalSecret"]
+
+
+def without_namespace(store: dict[str, Any]) -> None:
+    del store["spec"]["provider"]["aws"]["auth"]["jwt"]["serviceAccountRef"]["namespace"]
+
+
+def without_conditions(store: dict[str, Any]) -> None:
+    del store["spec"]["conditions"]
+
+
+def with_unanchored_regex(store: dict[str, Any]) -> None:
+    store["spec"]["conditions"] = [{"namespaceRegexes": ["apps"]}]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem", "admits_myapps_dev"),
+    [
+        (without_namespace, "serviceAccountRef has no namespace", False),
+        (without_conditions, "no conditions", True),
+        (with_unanchored_regex, "unanchored namespace regex 'apps'", True),
+    ],
+)
+def test_the_eso_cluster_store_rules_catch_what_the_crd_accepts(
+    change: Any, problem: str, admits_myapps_dev: bool
+) -> None:
+    """The CRD requires none of these (``serviceAccountRef.namespace`` is optional, "defaults
+    to the namespace of the referent"; ``conditions`` is optional), so the API server takes each
+    store; the documentation's rules refuse them."""
+    store = copy.deepcopy(manifests("external-secrets-cluster-store")["ClusterSecretStore"])
+    change(store)
+    validate(store)
+    assert any(found.startswith(problem) for found in cluster_store_problems(store))
+    assert cluster_store_allows(store, "myapps-dev") == admits_myapps_dev
 
 
 def test_the_pod_mounts_the_synced_secret_as_a_volume_without_sub_path() -> None:
@@ -992,6 +1219,27 @@ def test_the_kubernetes_text_states_the_refresh_interval_rule() -> None:
     assert f"under {least // 3600} h with the defaults" in text
     assert "never see a refresh" in text
     assert "without `subPath`" in text
+
+
+def test_the_kubernetes_text_states_eso_versions_sync_windows_and_the_cluster_store() -> None:
+    text = " ".join(documentation().split())
+    assert "External Secrets Operator 0.16 or later" in text
+    assert "0.17 stopped serving `v1beta1`" in text
+
+    # sync windows: the rule with them, and its arithmetic with the defaults and the recipe
+    interval = recipe_interval()
+    assert interval == 3600
+    assert "`spec.syncWindows` window (ESO 2.7 and later)" in text
+    assert "its length plus two `refreshInterval`s old" in text
+    assert f"under {(age_limit() - 2 * interval) / 3600:g} h of `deny` window" in text
+    example = go_duration_seconds(crd_sync_window_example()["duration"]) / 3600
+    assert f"the CRD's example {example:g} h window lets the synced token expire" in text
+    assert "Leave `syncWindows` off this ExternalSecret" in text
+
+    # the cluster store
+    assert "`serviceAccountRef` must give the service account's `namespace`" in text
+    assert "system:serviceaccount:external-secrets:cms-token-reader" in text
+    assert "`namespaceRegexes` are unanchored" in text
 
 
 # --- Terraform ------------------------------------------------------------------------------
