@@ -601,3 +601,59 @@ def table(marker: str) -> list[list[str]]:
     assert len(found) == 1, f"{len(found)} tables follow <!-- {marker} -->"
     rows = [line.strip().strip("|").split(" | ") for line in found[0].splitlines()]
     return [[cell.strip() for cell in row] for row in rows[2:]]
+
+
+# --- AWS CLI commands a document shows ----------------------------------------------------------
+
+# The AWS CLI's global options (not members of an operation's input).
+AWS_CLI_GLOBAL_OPTIONS = frozenset(
+    {
+        "--query",
+        "--output",
+        "--region",
+        "--profile",
+        "--debug",
+        "--no-cli-pager",
+        "--cli-input-json",
+    }
+)
+
+
+def check_aws_command(words: list[str], *, supplied: Iterable[str] = ()) -> None:
+    """The command names an operation (or waiter) of the service, each option a member of the
+    operation's input (``--flag``/``--no-flag`` for a boolean), every required member given
+    (``supplied``: the members a ``--cli-input-json`` document gives), checked against
+    botocore's model of the service, from which the AWS CLI makes its commands."""
+    import botocore.session
+    from botocore import xform_name
+
+    assert words[0] == "aws", words
+    service, command = words[1], words[2]
+    session = botocore.session.get_session()
+    model = session.get_service_model(service)
+    if command == "wait":
+        waiters = session.get_waiter_model(service)
+        (waiter,) = [w for w in waiters.waiter_names if xform_name(w, "-") == words[3]]
+        operation = model.operation_model(waiters.get_waiter(waiter).operation)
+        options = words[4:]
+    else:
+        (name,) = [o for o in model.operation_names if xform_name(o, "-") == command]
+        operation = model.operation_model(name)
+        options = words[3:]
+    shape = operation.input_shape
+    assert shape is not None, operation.name
+    members = shape.members
+    kebab = {xform_name(member, "-"): member for member in members}
+    given = set(supplied)
+    assert given <= set(members), f"{operation.name} has no member {given - set(members)}"
+    for word in options:
+        if not word.startswith("--") or word in AWS_CLI_GLOBAL_OPTIONS:
+            continue
+        option = word[2:]
+        if option not in kebab and option.startswith("no-"):
+            option = option[3:]
+            assert members[kebab[option]].type_name == "boolean", word
+        assert option in kebab, f"{' '.join(words[:3])}: {word} is no option of {operation.name}"
+        given.add(kebab[option])
+    missing = set(shape.required_members) - given
+    assert not missing, f"{' '.join(words)}: missing {missing}"

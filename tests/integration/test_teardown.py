@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import botocore.session
 import pytest
-from botocore import xform_name
 from samtranslator.yaml_helper import yaml_parse
 
 from deployment import ROOT, DeployError
 from lifecycle import Lifecycle, Stack
-from support import block
+from support import block, check_aws_command
 
 pytestmark = [
     pytest.mark.integration,
@@ -57,8 +55,6 @@ OFFERED = {
     "AlarmTopicKmsKey": "create",
     "RefreshCredentialAdministrators": "arn:aws:iam::123456789012:role/administrator",
 }
-# The AWS CLI's global options (not members of an operation's input).
-GLOBAL_OPTIONS = {"--query", "--output", "--region", "--profile", "--debug", "--no-cli-pager"}
 
 
 def aws(service: str) -> Any:
@@ -107,40 +103,6 @@ def inline_commands(text: str) -> list[list[str]]:
 def concrete(text: str) -> str:
     """The document's placeholders replaced by this test's stack names."""
     return re.sub(r"\bNEW\b", NEW, re.sub(r"\bNAME\b", OLD, text))
-
-
-def check_aws_command(words: list[str]) -> None:
-    """The command names an operation (or waiter) of the service, each option a member of the
-    operation's input (``--flag``/``--no-flag`` for a boolean), every required member given."""
-    assert words[0] == "aws", words
-    service, command = words[1], words[2]
-    session = botocore.session.get_session()
-    model = session.get_service_model(service)
-    if command == "wait":
-        waiters = session.get_waiter_model(service)
-        (waiter,) = [w for w in waiters.waiter_names if xform_name(w, "-") == words[3]]
-        operation = model.operation_model(waiters.get_waiter(waiter).operation)
-        options = words[4:]
-    else:
-        (name,) = [o for o in model.operation_names if xform_name(o, "-") == command]
-        operation = model.operation_model(name)
-        options = words[3:]
-    shape = operation.input_shape
-    assert shape is not None, operation.name
-    members = shape.members
-    kebab = {xform_name(member, "-"): member for member in members}
-    given = set()
-    for word in options:
-        if not word.startswith("--") or word in GLOBAL_OPTIONS:
-            continue
-        option = word[2:]
-        if option not in kebab and option.startswith("no-"):
-            option = option[3:]
-            assert members[kebab[option]].type_name == "boolean", word
-        assert option in kebab, f"{' '.join(words[:3])}: {word} is no option of {operation.name}"
-        given.add(kebab[option])
-    missing = set(shape.required_members) - given
-    assert not missing, f"{' '.join(words)}: missing {missing}"
 
 
 def test_every_command_the_document_shows_is_one_the_tools_take() -> None:
