@@ -1,8 +1,8 @@
 """Everything that speaks to AWS: boto3 clients (``clients``), the Secrets Manager adapter
 (``secrets``, which turns ``ClientError`` into the project's errors), the two secrets' documents,
-the vault that reads and writes them with merges and retries (``vault``), and EventBridge
-notifications; for the consumer helper, where a secret is (``secret_lookup``) and its refresh
-requests (``refresh_requests``).
+the vault that reads and writes them with merges and retries (``vault``), EventBridge
+notifications, and the re-authorization links' table (``link_state``); for the consumer
+helper, where a secret is (``secret_lookup``) and its refresh requests (``refresh_requests``).
 
 Imports ``core`` only (and boto3, on first use).
 """

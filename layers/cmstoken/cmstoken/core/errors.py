@@ -203,6 +203,18 @@ class EventBusAccessError(EventBusError):
     """The caller may not put this event: a permission fixes it."""
 
 
+class LinkStateError(AwsCallError):
+    """A call to the re-authorization links' DynamoDB table failed."""
+
+
+class LinkStateUnavailableError(LinkStateError):
+    """Throttling, an AWS-side error, or no answer: the same call may succeed later."""
+
+
+class LinkStateAccessError(LinkStateError):
+    """The table cannot be used: missing, access denied, or the key not usable."""
+
+
 class RotationError(CmsTokenError):
     """The rotator could not finish; the message says why and what to do."""
 

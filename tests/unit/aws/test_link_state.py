@@ -1,0 +1,145 @@
+"""The links' DynamoDB table on moto in-process: a link is used once, a need is notified at
+most once per period, starts are counted up to a limit per hour, each decided by one
+conditional write; and AWS errors become the project's types."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from moto import mock_aws
+
+from cmstoken.aws.link_state import KEY, TTL, LinkState, link_key
+from cmstoken.core.errors import LinkStateAccessError, LinkStateError, LinkStateUnavailableError
+
+TABLE = "links"
+NOW = 1_795_000_000
+DAY = 86_400
+NONCE = "bm9uY2Utb2YtMTYtYnl0ZXM"
+
+
+@pytest.fixture
+def client(aws_credentials: None) -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        client.create_table(
+            TableName=TABLE,
+            AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def items(client: Any) -> dict[str, dict[str, Any]]:
+    return {item[KEY]["S"]: item for item in client.scan(TableName=TABLE)["Items"]}
+
+
+def test_a_link_is_used_once_and_its_item_expires_with_it(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    assert state.use_link(NONCE, now=NOW, expires_at=NOW + 3600) is True
+    assert state.use_link(NONCE, now=NOW + 5, expires_at=NOW + 3600) is False
+    assert state.use_link(NONCE + "x", now=NOW + 5, expires_at=NOW + 3600) is True
+    stored = items(client)[link_key(NONCE)]
+    assert stored[TTL] == {"N": str(NOW + 3600)}
+    assert stored["used_at"] == {"N": str(NOW)}  # the second use wrote nothing
+
+
+def test_the_table_holds_no_part_of_a_link(client: Any) -> None:
+    LinkState(TABLE, client).use_link(NONCE, now=NOW, expires_at=NOW + 60)
+    assert NONCE not in str(client.scan(TableName=TABLE)["Items"])
+
+
+def test_a_double_click_uses_the_link_once(client: Any) -> None:
+    """Two invocations that race for the same link: exactly one wins."""
+    state = LinkState(TABLE, client)
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def click() -> None:
+        barrier.wait()
+        results.append(state.use_link(NONCE, now=NOW, expires_at=NOW + 60))
+
+    threads = [threading.Thread(target=click) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False] * 7 + [True]
+
+
+def test_a_need_is_notified_at_most_once_per_period(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    assert state.claim_notice("refused#1700000000", now=NOW, every=DAY) is True
+    assert state.claim_notice("refused#1700000000", now=NOW + DAY - 1, every=DAY) is False
+    assert state.claim_notice("refused#1700000000", now=NOW + DAY, every=DAY) is True
+    assert state.claim_notice("refused#1700000000", now=NOW + DAY + 1, every=DAY) is False
+    # another need (a new authorization's) has its own period
+    assert state.claim_notice("refused#1800000000", now=NOW + DAY + 1, every=DAY) is True
+    stored = items(client)["notice#refused#1700000000"]
+    assert stored["sent_at"] == {"N": str(NOW + DAY)}
+    assert stored[TTL] == {"N": str(NOW + 3 * DAY)}
+
+
+def test_starts_are_counted_up_to_the_limit_in_each_hour(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    hour = NOW - NOW % 3600
+    assert [state.count_start(now=hour + i, limit=3) for i in range(5)] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert state.count_start(now=hour + 3600, limit=3) is True  # the next hour
+    assert items(client)[f"start#{hour}"]["started"] == {"N": "3"}
+
+
+def fail_with(client: Any, operation: str, error: Exception) -> None:
+    def raise_it(**_: Any) -> None:
+        raise error
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", raise_it)
+
+
+def client_error(code: str, status: int = 400) -> ClientError:
+    response: Any = {
+        "Error": {"Code": code, "Message": "m"},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+    return ClientError(response, "Op")
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (client_error("ProvisionedThroughputExceededException"), LinkStateUnavailableError),
+        (client_error("InternalServerError", 500), LinkStateUnavailableError),
+        (EndpointConnectionError(endpoint_url="http://x"), LinkStateUnavailableError),
+        (client_error("AccessDeniedException"), LinkStateAccessError),
+        (client_error("ResourceNotFoundException"), LinkStateAccessError),
+    ],
+)
+def test_aws_errors_become_the_projects_types_with_their_code(
+    client: Any, error: Exception, kind: type[LinkStateError]
+) -> None:
+    fail_with(client, "PutItem", error)
+    with pytest.raises(kind) as raised:
+        LinkState(TABLE, client).use_link(NONCE, now=NOW, expires_at=NOW + 60)
+    expected = (
+        error.response["Error"]["Code"]
+        if isinstance(error, ClientError)
+        else "EndpointConnectionError"
+    )
+    assert raised.value.code == expected
+    assert expected in str(raised.value)
+    assert NONCE not in str(raised.value)
+
+
+def test_a_missing_table_is_an_access_error(client: Any) -> None:
+    with pytest.raises(LinkStateAccessError, match="ResourceNotFoundException"):
+        LinkState("no-such-table", client).claim_notice("n", now=NOW, every=DAY)
