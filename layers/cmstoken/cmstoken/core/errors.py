@@ -215,6 +215,23 @@ class LinkStateAccessError(LinkStateError):
     """The table cannot be used: missing, access denied, or the key not usable."""
 
 
+class FunctionCallError(AwsCallError):
+    """Invoking another function of the stack failed: the call was refused (missing, access
+    denied) or could not be made."""
+
+
+class FunctionUnavailableError(FunctionCallError):
+    """Throttling, an AWS-side error, or no answer: the same call may succeed later."""
+
+
+class FunctionFailedError(FunctionCallError):
+    """The function ran and raised (``code`` is its error type), or its answer was not JSON."""
+
+
+class TopicError(AwsCallError):
+    """Publishing to the stack's SNS topic failed (``code`` is the AWS error code)."""
+
+
 class RotationError(CmsTokenError):
     """The rotator could not finish; the message says why and what to do."""
 
