@@ -20,6 +20,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "rotation": {"upstream", "aws", "core"},
     "bootstrap": {"rotation", "upstream", "aws", "core"},
     "consumer": {"aws", "core"},
+    "links": {"aws", "core"},
     "cli": {"upstream", "core"},
     "observability": {"rotation", "aws", "core"},
     "runtime": {"observability", "bootstrap", "rotation", "upstream", "aws", "core"},

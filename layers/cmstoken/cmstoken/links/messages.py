@@ -1,0 +1,335 @@
+"""The messages that ask for a re-authorization and report its outcome, as the arguments of
+``sns.publish``. Pure: no I/O. Given only metadata and the link, a message can carry no token,
+refresh token, device code or user code; an identity appears as its short fingerprint.
+
+SNS Publish (https://docs.aws.amazon.com/sns/latest/api/API_Publish.html): with
+``MessageStructure`` ``json``, ``Message`` is a JSON object with a string ``default`` and a
+string per subscription protocol, 256 KiB (262,144 bytes) at most by default. ``default`` and
+``email`` get the plain text (a person reads it), ``sms`` the subject and the link, ``http``
+and ``https`` the chat custom notification (Amazon Q Developer in chat applications, formerly
+AWS Chatbot, subscribes over https), ``sqs``, ``lambda``, ``email-json`` and ``firehose`` the
+facts as one flat JSON object, for programs. Subjects: "UTF-8 text with no line breaks or
+control characters, and less than 100 characters long"; earlier "ASCII text that begins with a
+letter, number, or punctuation mark": subjects here keep both rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import ClassVar, Final, Literal, NamedTuple, TypedDict
+
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.urls import validate_url
+
+MAX_MESSAGE_BYTES: Final = 262_144
+MAX_SUBJECT_LENGTH: Final = 99
+MAX_URL_LENGTH: Final = 2048
+_STACK_NAME = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")  # CloudFormation's stack name rule
+_ACCOUNT = re.compile(r"[0-9]{12}")
+# At most 20 characters (the longest AWS region has 14): a subject keeps it whole.
+_REGION = re.compile(r"(?=.{1,20}\Z)[a-z]{2,4}(?:-[a-z]{1,12}){1,3}-[0-9]{1,2}")
+_FINGERPRINT = re.compile(r"[0-9a-f]{8,16}")  # a short hash: never the identity itself
+_ERROR = re.compile(r"[A-Za-z0-9_.-][A-Za-z0-9_. -]{0,39}")  # invalid_grant, invalid_client...
+_NOTHING = (
+    "Opening the link only shows a page naming this stack, account and region: nothing changes "
+    "until you press its button, which starts a new authorization to approve at the identity "
+    "provider."
+)
+
+
+def _check(pattern: re.Pattern[str], value: str, what: str) -> None:
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{what} is not of the expected form")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The stack a message is about: its CloudFormation name, account id and region."""
+
+    name: str
+    account: str
+    region: str
+
+    def __post_init__(self) -> None:
+        _check(_STACK_NAME, self.name, "stack name")
+        _check(_ACCOUNT, self.account, "account id")
+        _check(_REGION, self.region, "region")
+
+    @property
+    def bootstrap_command(self) -> str:
+        """The fallback: re-authorize from a terminal with AWS credentials for the account."""
+        return f"cmstoken-admin --stack {self.name} --region {self.region} bootstrap"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A re-authorization link (https, or http on loopback) and its expiry (epoch seconds)."""
+
+    url: str
+    expires_at: float
+
+    def __post_init__(self) -> None:
+        try:
+            validate_url(self.url, what="link URL")
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from exc
+        if len(self.url) > MAX_URL_LENGTH or not self.url.isascii() or " " in self.url:
+            raise ValueError("link URL is not of the expected form")
+
+
+class Story(NamedTuple):
+    """What a notice says: its kind, a subject's few words, the first line, the rest, and the
+    facts of its kind (camelCase names)."""
+
+    kind: str
+    short: str
+    headline: str
+    explanation: str
+    facts: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice:
+    """A need (with a link to act on) or an outcome: one of the kinds below. Its texts are
+    templates filled with ``{by}`` (``by DATE`` or ``now``), ``{still}`` and ``{next}`` (the
+    deadline as a sentence, when there is one) and its string fields: an ``error`` code or
+    identity fingerprints, each checked for its form (``ValueError``)."""
+
+    link: Link | None = None
+    deadline: float | None = None
+    kind: ClassVar[str]
+    short: ClassVar[str]
+    headline: ClassVar[str]
+    explanation: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if type(self) is Notice:
+            raise TypeError("a notice is one of the kinds of Notice")
+        for name, value in vars(self).items():
+            if isinstance(value, str):
+                pattern = _ERROR if name == "error" else _FINGERPRINT
+                _check(pattern, value, name.replace("_", " "))
+
+    def story(self) -> Story:
+        """The notice's texts, filled in."""
+        fields = {name: value for name, value in vars(self).items() if isinstance(value, str)}
+        at = "" if self.deadline is None else to_iso(self.deadline)
+        words = fields | {"by": f"by {at}" if at else "now"}
+        words["still"] = f" It is still needed by {at}." if at else ""
+        words["next"] = f" The next re-authorization is due by {at}." if at else ""
+        facts = {re.sub(r"_([a-z])", lambda m: m[1].upper(), k): v for k, v in fields.items()}
+        short, headline, explanation = (
+            text.format(**words) for text in (self.short, self.headline, self.explanation)
+        )
+        return Story(self.kind, short, headline, explanation, facts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CredentialRefused(Notice):
+    """Need: the identity provider refused the credential (``error``: ``invalid_grant``...);
+    ``deadline``: when the service token published now expires."""
+
+    error: str
+    link: Link
+    kind = "credential-refused"
+    short = "refused: re-authorize {by}"
+    headline = (
+        "Re-authorization needed {by}: the identity provider refused the refresh "
+        "credential ({error})."
+    )
+    explanation = (
+        "The stack can no longer refresh its service token; consumers keep the one "
+        "published now until it expires."
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeverBootstrapped(Notice):
+    """Need: the stack was never authorized."""
+
+    link: Link
+    deadline: None = None
+    kind = "never-bootstrapped"
+    short = "not authorized yet, authorize now"
+    headline = "Authorization needed now: the stack has never been authorized."
+    explanation = "It holds no refresh credential and publishes no service token until it is."
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarningWindow(Notice):
+    """Need: the refresh credential's lifetime ends at ``deadline`` (its ``reauthorize_by``)."""
+
+    link: Link
+    deadline: float
+    kind = "warning-window"
+    short = "re-authorize {by}"
+    headline = "Re-authorization needed {by}: the refresh credential's lifetime ends then."
+    explanation = (
+        "After that the identity provider refuses it and the stack stops refreshing "
+        "its service token. The current credential works until a new one is verified."
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Authorized(Notice):
+    """Outcome: an authorization by the identity ``identity_fingerprint`` replaced the
+    credential; ``deadline``: when the next re-authorization is due."""
+
+    identity_fingerprint: str
+    link: None = None
+    kind = "authorized"
+    short = "re-authorized"
+    headline = (
+        "Re-authorized: a new authorization by identity {identity_fingerprint} was verified and "
+        "replaced the previous credential."
+    )
+    explanation = "Links sent before this message are void.{next}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Denied(Notice):
+    """Outcome: the approval was denied at the identity provider."""
+
+    kind = "denied"
+    short = "re-authorization denied"
+    headline = "Re-authorization denied at the identity provider: nothing changed."
+    explanation = "Nobody approved the code.{still}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expired(Notice):
+    """Outcome: the code expired before anyone approved it; ``link`` is a fresh one."""
+
+    link: Link
+    kind = "expired"
+    short = "code expired, use the new link"
+    headline = "Re-authorization not completed: the code expired unapproved; nothing changed."
+    explanation = "Start again with the new link.{still}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdentityRefused(Notice):
+    """Outcome: the code was approved by the identity ``approving_fingerprint``, not by
+    ``expected_fingerprint``, the one the stack is authorized as."""
+
+    expected_fingerprint: str
+    approving_fingerprint: str
+    kind = "identity-refused"
+    short = "approval by another identity refused"
+    headline = (
+        "Re-authorization refused: the code was approved by identity "
+        "{approving_fingerprint}, but the stack is authorized as {expected_fingerprint}; "
+        "nothing changed."
+    )
+    explanation = (
+        "Approve as the expected identity; to switch the stack to another identity "
+        "on purpose, add --new-identity to the command below.{still}"
+    )
+
+
+class PublishRequest(TypedDict):
+    """The arguments of ``sns.publish`` besides the topic."""
+
+    Subject: str
+    Message: str
+    MessageStructure: Literal["json"]
+
+
+def publish_request(stack: Stack, notice: Notice) -> PublishRequest:
+    """The ``sns.publish`` arguments (all but ``TopicArn``) that send ``notice`` about
+    ``stack`` to every kind of subscriber. ``ValueError`` for a malformed input."""
+    text, title = plain_text(stack, notice), subject(stack, notice)
+    chat = json.dumps(chat_notification(stack, notice), ensure_ascii=False)
+    facts = json.dumps(_facts(stack, notice), ensure_ascii=False)
+    sms = title if notice.link is None else f"{title} {notice.link.url}"
+    per_protocol = {"default": text, "email": text, "sms": sms, "http": chat, "https": chat}
+    per_protocol |= dict.fromkeys(("sqs", "lambda", "email-json", "firehose"), facts)
+    message = json.dumps(per_protocol, ensure_ascii=False)
+    if len(message.encode("utf-8")) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"the message is over {MAX_MESSAGE_BYTES} bytes")
+    return {"Subject": title, "Message": message, "MessageStructure": "json"}
+
+
+def subject(stack: Stack, notice: Notice) -> str:
+    """``cmstoken NAME (ACCOUNT, REGION): WHAT``, the name shortened (``...``) to fit."""
+    tail = f" ({stack.account}, {stack.region}): {notice.story().short}"
+    room = MAX_SUBJECT_LENGTH - len("cmstoken ") - len(tail)
+    name = stack.name if len(stack.name) <= room else stack.name[: max(room - 3, 1)] + "..."
+    return subject_text(f"cmstoken {name}{tail}")
+
+
+def subject_text(text: str) -> str:
+    """``text`` as a valid subject: printable ASCII on one line (anything else becomes ``?``),
+    starting with a letter, digit or punctuation mark, under 100 characters."""
+    printable = "".join(char if " " <= char <= "~" else "?" for char in text)
+    return printable.strip()[:MAX_SUBJECT_LENGTH].rstrip() or "cmstoken"
+
+
+def plain_text(stack: Stack, notice: Notice) -> str:
+    """The e-mail: what is needed and by when, the stack, the link, the fallback command."""
+    story = notice.story()
+    lines = [story.headline, "", f"Stack:   {stack.name}", f"Account: {stack.account}"]
+    lines += [f"Region:  {stack.region}", "", story.explanation, ""]
+    if notice.link is not None:
+        lines += [f"Re-authorize (the link works once, until {to_iso(notice.link.expires_at)}):"]
+        lines += [notice.link.url, "", _NOTHING, ""]
+    if isinstance(notice, Authorized):
+        lines += ["To check the stack:", f"  {_status_command(stack)}", ""]
+    else:
+        lines += [f"Or from a terminal with AWS credentials for account {stack.account}:"]
+        lines += [f"  {stack.bootstrap_command}", ""]
+    return "\n".join([*lines, "--", "cmstoken sends metadata and links only, never a token."])
+
+
+def chat_notification(stack: Stack, notice: Notice) -> dict[str, object]:
+    """The custom notification Amazon Q Developer in chat applications renders, in its
+    documented event format. Markdown that Slack and Microsoft Teams render alike: bare links
+    and code spans."""
+    story, steps = notice.story(), []
+    where = f"Stack `{stack.name}`, account `{stack.account}`, region `{stack.region}`."
+    if notice.link is not None:
+        expiry = to_iso(notice.link.expires_at)
+        steps += [f"Open {notice.link.url} (works once, until {expiry}) and press its button."]
+    if isinstance(notice, Authorized):
+        steps += [f"To check the stack: `{_status_command(stack)}`"]
+    else:
+        steps += [f"Or from a terminal: `{stack.bootstrap_command}`"]
+    description = [story.headline, where, story.explanation]
+    return {
+        "version": "1.0",
+        "source": "custom",
+        "content": {
+            "textType": "client-markdown",
+            "title": f"cmstoken {stack.name}: {story.short}",
+            "description": "\n".join(description + ([] if notice.link is None else [_NOTHING])),
+            "nextSteps": steps,
+            "keywords": ["cmstoken", story.kind],
+        },
+        "metadata": {
+            # One thread per stack: an outcome lands under the need it answers.
+            "threadId": f"cmstoken-reauthorization-{stack.account}-{stack.region}-{stack.name}",
+            "summary": subject(stack, notice),
+            "eventType": f"cmstoken-{story.kind}",
+            "relatedResources": [stack.name],
+            "additionalContext": _facts(stack, notice),
+        },
+    }
+
+
+def _facts(stack: Stack, notice: Notice) -> dict[str, str]:
+    """The notice's facts as strings: for programs, and the chat notification's context."""
+    story = notice.story()
+    facts = {"kind": story.kind, "stack": stack.name, "account": stack.account}
+    facts |= {"region": stack.region, "bootstrapCommand": stack.bootstrap_command}
+    if notice.deadline is not None:
+        facts["deadline"] = to_iso(notice.deadline)
+    if notice.link is not None:
+        facts |= {"link": notice.link.url, "linkExpiresAt": to_iso(notice.link.expires_at)}
+    return facts | story.facts
+
+
+def _status_command(stack: Stack) -> str:
+    return f"cmstoken-admin --stack {stack.name} --region {stack.region} status"
