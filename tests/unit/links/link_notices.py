@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cmstoken.links import messages as m
+from cmstoken.links.stack import Stack
 
 
 def epoch(iso: str) -> float:
@@ -13,7 +14,7 @@ def epoch(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-STACK = m.Stack(name="cmstoken-prod", account="123456789012", region="eu-west-1")
+STACK = Stack(name="cmstoken-prod", account="123456789012", region="eu-west-1")
 LINK = m.Link(
     url="https://abcdefghij0123456789abcdefghij.lambda-url.eu-west-1.on.aws/l/v1.eyJzIjoiY21z.AbC",
     expires_at=epoch("2026-11-21T09:30:00Z"),

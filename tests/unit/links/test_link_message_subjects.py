@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cmstoken.core.clock import to_iso
 from cmstoken.links import messages as m
+from cmstoken.links.stack import Stack
 from unit.links.link_notices import DEADLINE, NOTICES, STACK
 
 PRINTABLE_ASCII = frozenset(chr(code) for code in range(0x20, 0x7F))
@@ -75,7 +76,7 @@ notices = st.sampled_from(list(NOTICES.values()))
 def test_any_stack_gives_a_valid_subject_shortening_only_the_name(
     name: str, account: str, region: str, notice: m.Notice
 ) -> None:
-    stack = m.Stack(name=name, account=account, region=region)
+    stack = Stack(name=name, account=account, region=region)
     subject = m.subject(stack, notice)
     assert not problems(subject)
     tail = f" ({account}, {region}): {notice.story().short}"
@@ -98,12 +99,12 @@ def test_any_text_becomes_a_valid_subject(text: str) -> None:
 
 def test_a_region_longer_than_any_of_aws_is_refused() -> None:
     with pytest.raises(ValueError, match="region"):
-        m.Stack(name="s", account="123456789012", region="abcd-abcdefghijkl-abcdefghijkl-1")
-    assert m.Stack(name="s", account="123456789012", region="us-isob-east-1")
+        Stack(name="s", account="123456789012", region="abcd-abcdefghijkl-abcdefghijkl-1")
+    assert Stack(name="s", account="123456789012", region="us-isob-east-1")
 
 
 def test_a_long_name_is_shortened_cleanly() -> None:
-    stack = m.Stack(name="a" * 128, account="123456789012", region="ap-southeast-3")
+    stack = Stack(name="a" * 128, account="123456789012", region="ap-southeast-3")
     subject = m.subject(stack, NOTICES["credential-refused"])
     assert len(subject) == 99
     assert subject.startswith("cmstoken aaa")

@@ -23,6 +23,7 @@ from botocore.validate import validate_parameters
 from cmstoken.cli.admin.command import build_parser
 from cmstoken.core.clock import to_iso
 from cmstoken.links import messages as m
+from cmstoken.links.stack import Stack
 from unit.links.link_notices import EXPECTED, LINK, NEEDS, NOTICES, STACK, fingerprints
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "data" / "notifications"
@@ -114,7 +115,7 @@ def test_each_protocol_gets_its_form(notice: m.Notice) -> None:
 
 
 def test_a_message_over_the_sns_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    longest = m.Stack(name="S" + "-a1" * 42 + "b", account="999999999999", region="ap-southeast-3")
+    longest = Stack(name="S" + "-a1" * 42 + "b", account="999999999999", region="ap-southeast-3")
     link = m.Link(url="https://x.example/l/" + "A" * (m.MAX_URL_LENGTH - 20), expires_at=0)
     notice = m.IdentityRefused(
         expected_fingerprint="0" * 16, approving_fingerprint="f" * 16, link=link, deadline=0
@@ -169,7 +170,7 @@ def test_control_the_chat_schema_refuses_what_the_format_does_not_allow(
 
 def test_one_chat_thread_per_stack_so_an_outcome_follows_its_need() -> None:
     threads = {m.chat_notification(STACK, n)["metadata"]["threadId"] for n in NOTICES.values()}  # type: ignore[index]
-    other = m.Stack(name=STACK.name, account=STACK.account, region="us-east-1")
+    other = Stack(name=STACK.name, account=STACK.account, region="us-east-1")
     elsewhere = m.chat_notification(other, NOTICES["warning-window"])["metadata"]["threadId"]  # type: ignore[index]
     assert len(threads) == 1
     assert elsewhere not in threads
@@ -248,7 +249,7 @@ def test_no_input_can_carry_a_token_or_a_code() -> None:
 
     names = {
         field.name
-        for kind in (m.Stack, m.Link, *m.Notice.__subclasses__())
+        for kind in (Stack, m.Link, *m.Notice.__subclasses__())
         for field in dataclasses.fields(kind)
     }
     functions = (m.publish_request, m.subject, m.subject_text, m.plain_text, m.chat_notification)
@@ -368,4 +369,4 @@ def test_a_refusal_code_must_be_a_short_code(error: str) -> None:
 )
 def test_a_stack_must_have_the_shape_aws_gives_it(name: str, account: str, region: str) -> None:
     with pytest.raises(ValueError, match="is not of the expected form"):
-        m.Stack(name=name, account=account, region=region)
+        Stack(name=name, account=account, region=region)

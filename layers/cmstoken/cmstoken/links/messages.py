@@ -23,14 +23,11 @@ from typing import ClassVar, Final, Literal, NamedTuple, TypedDict
 from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.urls import validate_url
+from cmstoken.links.stack import Stack, check_form
 
 MAX_MESSAGE_BYTES: Final = 262_144
 MAX_SUBJECT_LENGTH: Final = 99
 MAX_URL_LENGTH: Final = 2048
-_STACK_NAME = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}")  # CloudFormation's stack name rule
-_ACCOUNT = re.compile(r"[0-9]{12}")
-# At most 20 characters (the longest AWS region has 14): a subject keeps it whole.
-_REGION = re.compile(r"(?=.{1,20}\Z)[a-z]{2,4}(?:-[a-z]{1,12}){1,3}-[0-9]{1,2}")
 _FINGERPRINT = re.compile(r"[0-9a-f]{8,16}")  # a short hash: never the identity itself
 _ERROR = re.compile(r"[A-Za-z0-9_.-][A-Za-z0-9_. -]{0,39}")  # invalid_grant, invalid_client...
 _NOTHING = (
@@ -38,30 +35,6 @@ _NOTHING = (
     "until you press its button, which starts a new authorization to approve at the identity "
     "provider."
 )
-
-
-def _check(pattern: re.Pattern[str], value: str, what: str) -> None:
-    if not pattern.fullmatch(value):
-        raise ValueError(f"{what} is not of the expected form")
-
-
-@dataclass(frozen=True)
-class Stack:
-    """The stack a message is about: its CloudFormation name, account id and region."""
-
-    name: str
-    account: str
-    region: str
-
-    def __post_init__(self) -> None:
-        _check(_STACK_NAME, self.name, "stack name")
-        _check(_ACCOUNT, self.account, "account id")
-        _check(_REGION, self.region, "region")
-
-    @property
-    def bootstrap_command(self) -> str:
-        """The fallback: re-authorize from a terminal with AWS credentials for the account."""
-        return f"cmstoken-admin --stack {self.name} --region {self.region} bootstrap"
 
 
 @dataclass(frozen=True)
@@ -111,7 +84,7 @@ class Notice:
         for name, value in vars(self).items():
             if isinstance(value, str):
                 pattern = _ERROR if name == "error" else _FINGERPRINT
-                _check(pattern, value, name.replace("_", " "))
+                check_form(pattern, value, name.replace("_", " "))
 
     def story(self) -> Story:
         """The notice's texts, filled in."""
