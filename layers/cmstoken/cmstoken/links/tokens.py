@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmstoken.links.refusals import Refusal as Refusal  # part of this module's answers
+from cmstoken.links.stack import ACCOUNT, REGION, STACK_NAME
 
 VERSION = "v1"
 MAX_TOKEN_LENGTH = 512
@@ -31,9 +32,6 @@ _MAC_CONTEXT = b"cmstoken-link-v1."
 _FORM_CONTEXT = b"form."
 
 # ASCII classes only: ``\d`` would also match other scripts' digits.
-_STACK = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
-_ACCOUNT = re.compile(r"[0-9]{12}")
-_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}")
 _KEY_ID = re.compile(r"[0-9a-f]{16}")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 _NAMES = ("s", "a", "r", "b", "k", "n", "i", "e")  # the payload's keys, in Claims' order
@@ -214,9 +212,9 @@ def _well_formed(claims: Claims) -> bool:
         return False
     nonce = _decode(claims.nonce)
     return (
-        _STACK.fullmatch(claims.stack) is not None
-        and _ACCOUNT.fullmatch(claims.account) is not None
-        and _REGION.fullmatch(claims.region) is not None
+        STACK_NAME.fullmatch(claims.stack) is not None
+        and ACCOUNT.fullmatch(claims.account) is not None
+        and REGION.fullmatch(claims.region) is not None
         and _KEY_ID.fullmatch(claims.key_id) is not None
         and nonce is not None
         and len(nonce) == NONCE_BYTES
