@@ -23,7 +23,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "links": {"aws", "core"},
     "cli": {"upstream", "core"},
     "observability": {"rotation", "aws", "core"},
-    "runtime": {"observability", "bootstrap", "rotation", "upstream", "aws", "core"},
+    "runtime": {"observability", "bootstrap", "links", "rotation", "upstream", "aws", "core"},
 }
 # Third-party imports that belong to one layer only: requests to the upstream (and the
 # consumer's ``requests`` auth adapter), boto3 to the AWS adapters (and the operator's tool,

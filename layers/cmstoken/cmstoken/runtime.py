@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.core.clock import SystemClock
-from cmstoken.core.settings import Settings
+from cmstoken.core.settings import LinksSettings, Settings
 from cmstoken.observability import record_upstream_latency
 from cmstoken.rotation.rotator import Rotator
 from cmstoken.upstream.http import HttpTransport
@@ -18,6 +18,7 @@ from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
     from cmstoken.bootstrap import Bootstrapper
+    from cmstoken.links.app import LinksApp
 
 CLOCK = SystemClock()
 
@@ -69,7 +70,50 @@ def bootstrapper() -> Bootstrapper:
     )
 
 
+@cache
+def links_settings() -> LinksSettings:
+    """The links function's settings from the environment; the first call validates them."""
+    return LinksSettings.from_environ(os.environ)
+
+
+@cache
+def links_url(function: str) -> str:
+    """The links function's own URL, looked up once per container."""
+    from cmstoken.aws.functions import FunctionCaller
+
+    return FunctionCaller(function).url()
+
+
+def links(function_arn: str) -> LinksApp:
+    """The links function's application for one invocation (``function_arn``: the invoked
+    function, which names the account, region and function)."""
+    from cmstoken.aws.functions import FunctionCaller
+    from cmstoken.aws.link_state import LinkState
+    from cmstoken.aws.topic import Topic
+    from cmstoken.links.app import LinksApp
+    from cmstoken.links.portal import AwsPortal
+    from cmstoken.links.stack import Stack
+
+    config = links_settings()
+    _, _, _, region, account, _, function = function_arn.split(":")[:7]
+    stack = Stack(name=config.stack_name, account=account, region=region)
+
+    def portal(url: str | None) -> AwsPortal:
+        return AwsPortal(
+            stack=stack,
+            url=url if url is not None else links_url(function),
+            secrets=store(),
+            key_secret_id=config.key_secret_id,
+            bootstrap=FunctionCaller(config.bootstrap_function, timeout=20),
+            table=LinkState(config.table),
+            topic=Topic(config.topic_arn),
+            starts_per_hour=config.starts_per_hour,
+        )
+
+    return LinksApp(portal, config.warning_seconds, lambda: int(CLOCK.now()))
+
+
 def reset() -> None:
     """Forget the cached objects (tests change the environment between runs)."""
-    for cached in (settings, store, service, notifier):
+    for cached in (settings, store, service, notifier, links_settings, links_url):
         cached.cache_clear()

@@ -41,7 +41,10 @@ def items(client: Any) -> dict[str, dict[str, Any]]:
 
 def test_a_link_is_used_once_and_its_item_expires_with_it(client: Any) -> None:
     state = LinkState(TABLE, client)
+    assert state.was_used(NONCE) is False
     assert state.use_link(NONCE, now=NOW, expires_at=NOW + 3600) is True
+    assert state.was_used(NONCE) is True
+    assert state.was_used(NONCE + "x") is False
     assert state.use_link(NONCE, now=NOW + 5, expires_at=NOW + 3600) is False
     assert state.use_link(NONCE + "x", now=NOW + 5, expires_at=NOW + 3600) is True
     stored = items(client)[link_key(NONCE)]
@@ -143,3 +146,5 @@ def test_aws_errors_become_the_projects_types_with_their_code(
 def test_a_missing_table_is_an_access_error(client: Any) -> None:
     with pytest.raises(LinkStateAccessError, match="ResourceNotFoundException"):
         LinkState("no-such-table", client).claim_notice("n", now=NOW, every=DAY)
+    with pytest.raises(LinkStateAccessError, match="ResourceNotFoundException"):
+        LinkState("no-such-table", client).was_used(NONCE)

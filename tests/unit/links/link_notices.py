@@ -39,6 +39,7 @@ NOTICES: dict[str, m.Notice] = {
         error="invalid_client", link=LINK
     ),
     "authorized, no deadline": m.Authorized(identity_fingerprint=EXPECTED),
+    "authorized, no identity": m.Authorized(deadline=DEADLINE),
     "denied, no link": m.Denied(),
     "expired, no deadline": m.Expired(link=LINK),
     "identity-refused, no link": m.IdentityRefused(

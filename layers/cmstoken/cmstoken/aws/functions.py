@@ -70,6 +70,13 @@ class FunctionCaller:
         """Queue an invocation (``Event``): Lambda runs it, and retries it, without us."""
         self._invoke(payload, "Event")
 
+    def url(self) -> str:
+        """The function's own function URL (``lambda:GetFunctionUrlConfig``)."""
+        try:
+            return self.client.get_function_url_config(FunctionName=self.function)["FunctionUrl"]
+        except (ClientError, BotoCoreError) as exc:
+            raise function_error(exc, self.function) from exc
+
     def _invoke(self, payload: dict[str, Any], kind: str) -> Any:
         try:
             return self.client.invoke(

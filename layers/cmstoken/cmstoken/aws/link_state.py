@@ -71,6 +71,16 @@ class LinkState:
             ExpressionAttributeNames={"#key": KEY},
         )
 
+    def was_used(self, nonce: str) -> bool:
+        """Whether the link ``nonce`` was used (a strongly consistent read)."""
+        try:
+            answer = self.client.get_item(
+                TableName=self.table, Key={KEY: {"S": link_key(nonce)}}, ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise link_state_error(exc, self.table) from exc
+        return "Item" in answer
+
     def claim_notice(self, need: str, *, now: int, every: int) -> bool:
         """Take the right to send the notice of ``need`` now: ``True`` at most once per
         ``every`` seconds for the same ``need`` (the caller names a need so that a new one,

@@ -36,13 +36,17 @@ class _Reader:
             return value
 
     def seconds(self, name: str, default: int, *, minimum: int = 0) -> int:
+        return self.whole(name, default, minimum=minimum, unit="seconds")
+
+    def whole(self, name: str, default: int, *, minimum: int = 0, unit: str = "") -> int:
         text = self.environ.get(name, "").strip()
         if not text:
             return default
         try:
             value = int(text)
         except ValueError:
-            self.problems.append(f"{name} must be a whole number of seconds, got {text!r}")
+            what = f"a whole number of {unit}" if unit else "a whole number"
+            self.problems.append(f"{name} must be {what}, got {text!r}")
             return default
         if value < minimum:
             self.problems.append(f"{name} must be at least {minimum}, got {value}")
@@ -103,3 +107,33 @@ class Settings:
         if self.absolute_lifetime_seconds == 0:
             return None
         return authorized_at + self.absolute_lifetime_seconds
+
+
+@dataclass(frozen=True)
+class LinksSettings:
+    """The re-authorization links function's configuration, from environment variables."""
+
+    stack_name: str
+    key_secret_id: str
+    table: str
+    bootstrap_function: str
+    topic_arn: str
+    warning_seconds: int = 0
+    starts_per_hour: int = 6
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> LinksSettings:
+        """Parse and validate; ``ConfigurationError`` lists every problem at once."""
+        read = _Reader(environ)
+        settings = cls(
+            stack_name=read.required("STACK_NAME"),
+            key_secret_id=read.required("LINKS_KEY_SECRET_ID"),
+            table=read.required("LINKS_TABLE"),
+            bootstrap_function=read.required("BOOTSTRAP_FUNCTION_NAME"),
+            topic_arn=read.required("ALARM_TOPIC_ARN"),
+            warning_seconds=read.seconds("REAUTHORIZATION_WARNING_SECONDS", 0),
+            starts_per_hour=read.whole("LINKS_STARTS_PER_HOUR", 6, minimum=1),
+        )
+        if read.problems:
+            raise ConfigurationError("invalid configuration: " + "; ".join(read.problems))
+        return settings

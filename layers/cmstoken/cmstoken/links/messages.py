@@ -93,6 +93,8 @@ class Notice:
         words = fields | {"by": f"by {at}" if at else "now"}
         words["still"] = f" It is still needed by {at}." if at else ""
         words["next"] = f" The next re-authorization is due by {at}." if at else ""
+        identity = fields.get("identity_fingerprint")
+        words["by_whom"] = f" by identity {identity}" if identity else ""
         facts = {re.sub(r"_([a-z])", lambda m: m[1].upper(), k): v for k, v in fields.items()}
         short, headline, explanation = (
             text.format(**words) for text in (self.short, self.headline, self.explanation)
@@ -148,16 +150,17 @@ class WarningWindow(Notice):
 
 @dataclass(frozen=True, kw_only=True)
 class Authorized(Notice):
-    """Outcome: an authorization by the identity ``identity_fingerprint`` replaced the
-    credential; ``deadline``: when the next re-authorization is due."""
+    """Outcome: an authorization by the identity ``identity_fingerprint`` (``None`` when its
+    tokens name none) replaced the credential; ``deadline``: when the next re-authorization is
+    due."""
 
-    identity_fingerprint: str
+    identity_fingerprint: str | None = None
     link: None = None
     kind = "authorized"
     short = "re-authorized"
     headline = (
-        "Re-authorized: a new authorization by identity {identity_fingerprint} was verified and "
-        "replaced the previous credential."
+        "Re-authorized: a new authorization{by_whom} was verified and replaced the previous "
+        "credential."
     )
     explanation = "Links sent before this message are void.{next}"
 

@@ -1,0 +1,64 @@
+"""What invoked the links' function, read into a typed request: a function URL request
+(payload format 2.0), a reminder (the daily schedule, or one of the stack's alarms going off),
+or the outcome of the bootstrap's background poll (a Lambda destination's invocation record)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.links.web import Request
+
+ALARM_CHANGE = "CloudWatch Alarm State Change"
+
+
+@dataclass(frozen=True)
+class Remind:
+    """Send the notice of what the stack needs; ``reason`` says what asked (for the log)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the background poll ended: its result, or ``None`` when it raised (``error``)."""
+
+    result: Any
+    error: str | None = None
+
+
+def read_event(event: Any) -> Request | Remind | Outcome:
+    """Classify ``event``; ``ConfigurationError`` for anything else."""
+    if not isinstance(event, dict):
+        raise ConfigurationError(f"the event must be a JSON object, not {type(event).__name__}")
+    context = event.get("requestContext")
+    if isinstance(context, dict) and isinstance(context.get("http"), dict):
+        return Request.from_event(event)
+    if isinstance(context, dict) and "condition" in context and "requestPayload" in event:
+        return _outcome(context, event)
+    if event.get("action") == "remind":
+        return Remind("schedule")
+    if event.get("source") == "aws.cloudwatch" and event.get("detail-type") == ALARM_CHANGE:
+        detail = event.get("detail") or {}
+        return Remind(f"alarm {detail.get('alarmName', '?')} is {_state(detail)}")
+    raise ConfigurationError(
+        "not an event of the links' function: a function URL request, "
+        '{"action": "remind"}, an alarm state change or a destination record'
+    )
+
+
+def _outcome(context: dict[str, Any], event: dict[str, Any]) -> Outcome:
+    response = event.get("responsePayload")
+    failed = context.get("condition") != "Success" or "functionError" in (
+        event.get("responseContext") or {}
+    )
+    if failed:
+        kind = response.get("errorType") if isinstance(response, dict) else None
+        return Outcome(None, error=str(kind or context.get("condition")))
+    return Outcome(response)
+
+
+def _state(detail: Any) -> str:
+    state = detail.get("state") if isinstance(detail, dict) else None
+    return str(state.get("value", "?")) if isinstance(state, dict) else "?"

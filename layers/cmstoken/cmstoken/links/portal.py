@@ -1,0 +1,85 @@
+"""What the links' pages and notices need of the world, through the AWS adapters: the signing
+key (read on every use, so that a rotated key voids links at once), the stack's state and its
+device authorization (the bootstrap function: the links never read either secret), the links'
+table, and the alarm topic."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cmstoken.aws.link_state import LinkState
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.topic import Topic
+from cmstoken.core.errors import ConfigurationError, DocumentError
+from cmstoken.links import tokens
+from cmstoken.links.messages import PublishRequest
+from cmstoken.links.stack import Stack
+from cmstoken.links.stack_state import Pending, StackState, read_pending, read_status
+
+
+class Function(Protocol):
+    """Another function of the stack (``aws.functions.FunctionCaller``)."""
+
+    def call(self, payload: dict[str, Any]) -> Any: ...
+
+    def send(self, payload: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class AwsPortal:
+    """The links' view of one deployed stack; ``url`` is the function URL (ending in ``/``)."""
+
+    stack: Stack
+    url: str
+    secrets: SecretStore
+    key_secret_id: str
+    bootstrap: Function
+    table: LinkState
+    topic: Topic
+    starts_per_hour: int
+
+    def key(self) -> bytes:
+        text = self.secrets.read(self.key_secret_id).text
+        if text is None or len(text) < tokens.MIN_KEY_BYTES:
+            raise ConfigurationError(
+                f"the links' signing key {self.key_secret_id!r} is missing or too short"
+            )
+        return text.encode()
+
+    def state(self) -> StackState:
+        return read_status(self.bootstrap.call({"action": "status"}))
+
+    def was_used(self, claims: tokens.Claims) -> bool:
+        return self.table.was_used(claims.nonce)
+
+    def use(self, claims: tokens.Claims, now: int) -> bool:
+        return self.table.use_link(claims.nonce, now=now, expires_at=claims.expires_at)
+
+    def may_start(self, now: int) -> bool:
+        return self.table.count_start(now=now, limit=self.starts_per_hour)
+
+    def start(self) -> Pending:
+        """Start a device authorization (or get the one pending) through the bootstrap."""
+        answer = self.bootstrap.call({"action": "start"})
+        if not isinstance(answer, dict) or answer.get("status") != "pending":
+            raise DocumentError("the bootstrap did not start an authorization")
+        return read_pending(answer)
+
+    def follow(self) -> None:
+        """Let the bootstrap poll in the background; its outcome comes back as a destination."""
+        self.bootstrap.send({"action": "poll"})
+
+    def claim_notice(self, need: str, now: int, every: int) -> bool:
+        return self.table.claim_notice(need, now=now, every=every)
+
+    def publish(self, request: PublishRequest) -> str:
+        return self.topic.publish(
+            subject=request["Subject"],
+            message=request["Message"],
+            structure=request["MessageStructure"],
+        )
+
+    def nonce(self) -> bytes:
+        return secrets.token_bytes(tokens.NONCE_BYTES)

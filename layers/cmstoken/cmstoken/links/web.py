@@ -1,0 +1,190 @@
+"""What the links' function URL answers. ``GET`` (and ``HEAD``) of a link shows its page and
+changes nothing, so mail scanners and chat unfurlers that fetch it first do no harm; the page's
+``POST`` (its form's proof, from the same origin) starts the device authorization through the
+bootstrap, records the link as used and lets the bootstrap poll in the background. Every
+refusal changes nothing. The I/O is behind ``Portal``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import parse_qs
+
+from cmstoken.links import tokens
+from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
+from cmstoken.links.refusals import Refusal
+from cmstoken.links.stack import Stack
+from cmstoken.links.stack_state import Pending, StackState
+
+MAX_BODY = 4096
+METHODS = ("GET", "HEAD", "POST")
+_ROUTE = re.compile(r"/l/([A-Za-z0-9._-]{1,512})")
+_SAME_SITE = frozenset({"same-origin", "none"})
+
+
+@dataclass(frozen=True)
+class Request:
+    """A function URL request (payload format 2.0), as the page logic needs it."""
+
+    method: str
+    path: str
+    domain: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Request:
+        context = event["requestContext"]
+        body = event.get("body") or ""
+        raw = body.encode()
+        if event.get("isBase64Encoded"):
+            try:
+                raw = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                raw = b""  # not what a function URL sends: no form, so refused as none of ours
+        return cls(
+            method=str(context["http"]["method"]).upper(),
+            path=str(event.get("rawPath") or "/"),
+            domain=str(context["domainName"]),
+            headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
+            body=raw,
+        )
+
+
+class Portal(Protocol):
+    """What the pages need of the world: the stack, the signing key, the stack's state (the
+    bootstrap's ``status``), the links' table, and the bootstrap's ``start`` and ``poll``."""
+
+    stack: Stack
+
+    def key(self) -> bytes: ...
+
+    def state(self) -> StackState: ...
+
+    def was_used(self, claims: tokens.Claims) -> bool: ...
+
+    def use(self, claims: tokens.Claims, now: int) -> bool: ...
+
+    def may_start(self, now: int) -> bool: ...
+
+    def start(self) -> Pending: ...
+
+    def follow(self) -> None: ...
+
+
+def answer(page: Page, **extra: str) -> dict[str, Any]:
+    """The function URL response for ``page``."""
+    return {"statusCode": page.status, "headers": {**HEADERS, **extra}, "body": page.html()}
+
+
+def handle(request: Request, portal: Portal, now: int) -> dict[str, Any]:
+    """The answer to ``request``."""
+    route = _ROUTE.fullmatch(request.path)
+    if route is None:
+        return answer(refused_page(None, status=404, title="Not found", explanation=_NOT_FOUND))
+    if request.method not in METHODS:
+        page = refused_page(None, status=405, title="Method not allowed", explanation=_METHOD)
+        return answer(page, Allow=", ".join(METHODS))
+    if len(request.body) > MAX_BODY:
+        return answer(refused_page(None, status=413, title="Too large", explanation=_TOO_LARGE))
+    key, state = portal.key(), portal.state()
+    expected = tokens.Expected(
+        stack=portal.stack.name,
+        account=portal.stack.account,
+        region=portal.stack.region,
+        binding=state.binding,
+    )
+    checked = tokens.check(route.group(1), key, expected, now)
+    if isinstance(checked, Refusal):
+        return _refused(portal.stack, checked)
+    if request.method == "POST":
+        return _post(request, portal, key, checked, state, now)
+    pending = state.pending_at(now)
+    if pending is None and portal.was_used(checked):
+        return _refused(portal.stack, Refusal.REPLAYED)
+    proof = tokens.form_proof(key, checked)
+    page = link_page(
+        portal.stack,
+        expires_at=checked.expires_at,
+        pending_until=None if pending is None else pending.expires_at,
+        proof=proof,
+    )
+    return answer(page)
+
+
+def _post(
+    request: Request,
+    portal: Portal,
+    key: bytes,
+    claims: tokens.Claims,
+    state: StackState,
+    now: int,
+) -> dict[str, Any]:
+    """The button: checks the request came from the link's own page, then shows the pending
+    authorization, or starts one (at most ``may_start`` allows) and marks the link used."""
+    if not _same_origin(request):
+        return answer(refused_page(portal.stack, status=403, title=_CROSS, explanation=_CROSS_TEXT))
+    proofs = parse_qs(request.body.decode("utf-8", "replace")).get("proof", [])
+    if len(proofs) != 1 or not tokens.check_form_proof(key, claims, proofs[0]):
+        return answer(refused_page(portal.stack, status=403, title=_FORM, explanation=_FORM_TEXT))
+    pending = state.pending_at(now)
+    if pending is None:
+        if portal.was_used(claims):
+            return _refused(portal.stack, Refusal.REPLAYED)
+        if not portal.may_start(now):
+            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
+            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
+        pending = portal.start()
+        portal.use(claims, now)  # after the start: a failed start leaves the link usable
+        portal.follow()
+    page = started_page(
+        portal.stack,
+        user_code=pending.user_code,
+        verification_uri_complete=pending.verification_uri_complete,
+        expires_at=pending.expires_at,
+    )
+    return answer(page)
+
+
+def _same_origin(request: Request) -> bool:
+    """A browser's request from the page itself: its ``Origin`` (when sent) is this URL's, and
+    its ``Sec-Fetch-Site`` (when sent) is same-origin (or none: typed or bookmarked)."""
+    origin = request.headers.get("origin")
+    site = request.headers.get("sec-fetch-site")
+    if origin is not None and origin != f"https://{request.domain}":
+        return False
+    return site is None or site in _SAME_SITE
+
+
+def _refused(stack: Stack, refusal: Refusal) -> dict[str, Any]:
+    text = refusal.explanation.replace("NAME", stack.name)
+    page = refused_page(stack, status=403, title=refusal.title, explanation=text, fallback=False)
+    return answer(page)
+
+
+def unavailable(stack: Stack) -> dict[str, Any]:
+    """The answer when the stack could not be reached (the bootstrap, the key, the table)."""
+    page = refused_page(stack, status=503, title=_DOWN, explanation=_DOWN_TEXT)
+    return answer(page, **{"Retry-After": "60"})
+
+
+_NOT_FOUND = "There is nothing at this address. Re-authorization links start with /l/."
+_METHOD = "A re-authorization link is opened (GET) and its page's button sends a POST."
+_TOO_LARGE = "The request is larger than a re-authorization page ever sends."
+_CROSS = "Refused: the request came from another site"
+_CROSS_TEXT = (
+    "The button only works on the link's own page. Open the link from the alert and press "
+    "the button there."
+)
+_FORM = "Refused: this is not the link's form"
+_FORM_TEXT = "The request did not come from this link's page. Open the link and press its button."
+_BUSY = "Too many re-authorizations were started"
+_BUSY_TEXT = (
+    "Links started as many authorizations in this hour as the stack allows. Try again after "
+    "the hour, or use the fallback command below."
+)
+_DOWN = "The stack could not be reached"
+_DOWN_TEXT = "The stack did not answer. Try again in a minute, or use the fallback command below."

@@ -1,0 +1,158 @@
+"""A stack for the links' tests (no sockets): the real portal over moto in-process (the signing
+key's secret, the links' table, the alarm topic with a queue subscribed) and a bootstrap
+function that keeps the contract of the real one's ``status``, ``start`` and ``poll`` (the
+integration tests call the real one through Lambda's API)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from cmstoken.aws.link_state import KEY, LinkState
+from cmstoken.aws.secrets import SecretStore
+from cmstoken.aws.topic import Topic
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import FunctionUnavailableError
+from cmstoken.links import tokens
+from cmstoken.links.portal import AwsPortal
+from cmstoken.links.stack import Stack
+from cmstoken.links.web import Request
+
+NOW = 1_795_500_000
+STACK = Stack(name="cmstoken-prod", account="123456789012", region="eu-west-1")
+DOMAIN = "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws"
+URL = f"https://{DOMAIN}/"
+KEY_TEXT = "K" * 32 + "e" * 32
+AUTHORIZED_AT = NOW - 25 * 86_400
+USER_CODE = "WDJB-MJHT"
+
+
+@dataclass
+class Bootstrap:
+    """The bootstrap's contract: ``status`` (metadata), ``start`` (a pending authorization,
+    the same one while it is valid) and ``poll`` (queued)."""
+
+    status: str = "active"
+    authorized_at: int | None = AUTHORIZED_AT
+    pending_until: int | None = None
+    calls: list[str] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    down: bool = False
+    now: int = NOW
+
+    def call(self, payload: dict[str, Any]) -> Any:
+        self.calls.append(payload["action"])
+        if self.down:
+            raise FunctionUnavailableError("cannot invoke bootstrap: TooManyRequestsException")
+        if payload["action"] == "start":
+            if self.pending_until is None or self.pending_until <= self.now:
+                self.pending_until = self.now + 900
+            return {"status": "pending", **self._pending(), "verification_uri": "https://idp/d"}
+        assert payload["action"] == "status"
+        authorized = None if self.authorized_at is None else to_iso(self.authorized_at)
+        pending = self.pending_until is not None and self.pending_until > self.now
+        return {
+            "credential": {
+                "status": self.status,
+                "authorized_at": authorized,
+                "refreshed_at": authorized,
+                "reauthorize_by": None
+                if self.authorized_at is None
+                else to_iso(self.authorized_at + 30 * 86_400),
+                "service_token_expires_at": to_iso(self.now + 3600),
+            },
+            "pending": self._pending() if pending else None,
+        }
+
+    def send(self, payload: dict[str, Any]) -> None:
+        self.sent.append(payload)
+
+    def _pending(self) -> dict[str, Any]:
+        assert self.pending_until is not None
+        return {
+            "user_code": USER_CODE,
+            "verification_uri_complete": f"https://idp.example/activate?user_code={USER_CODE}",
+            "expires_at": to_iso(self.pending_until),
+        }
+
+
+@dataclass
+class World:
+    portal: AwsPortal
+    bootstrap: Bootstrap
+    clients: dict[str, Any]
+    queue: str
+    issued: int = 0
+
+    def link(self, *, binding: int = AUTHORIZED_AT, now: int = NOW, lifetime: int = 86_400) -> str:
+        claims = tokens.issue(
+            stack=STACK.name,
+            account=STACK.account,
+            region=STACK.region,
+            binding=binding,
+            key=KEY_TEXT.encode(),
+            now=now,
+            lifetime=lifetime,
+            nonce=self.issued.to_bytes(16, "big"),  # another nonce for every link
+        )
+        self.issued += 1
+        return tokens.sign(claims, KEY_TEXT.encode())
+
+    def table_items(self) -> list[str]:
+        items = self.clients["dynamodb"].scan(TableName="links")["Items"]
+        return sorted(item[KEY]["S"] for item in items)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The notices the topic sent to the queue (the ``sqs`` body: the facts)."""
+        found = self.clients["sqs"].receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10)
+        return [json.loads(json.loads(m["Body"])["Message"]) for m in found.get("Messages", [])]
+
+
+def get(path: str, **headers: str) -> Request:
+    return Request(method="GET", path=path, domain=DOMAIN, headers=headers)
+
+
+def post(path: str, body: str, **headers: str) -> Request:
+    return Request(method="POST", path=path, domain=DOMAIN, headers=headers, body=body.encode())
+
+
+@pytest.fixture
+def world(aws_credentials: None) -> Iterator[World]:
+    with mock_aws():
+        clients: dict[str, Any] = {
+            "secretsmanager": boto3.client("secretsmanager"),
+            "dynamodb": boto3.client("dynamodb"),
+            "sns": boto3.client("sns"),
+            "sqs": boto3.client("sqs"),
+        }
+        key = clients["secretsmanager"].create_secret(Name="links-key", SecretString=KEY_TEXT)
+        clients["dynamodb"].create_table(
+            TableName="links",
+            AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        topic = clients["sns"].create_topic(Name="alarms")["TopicArn"]
+        queue = clients["sqs"].create_queue(QueueName="inbox")["QueueUrl"]
+        queue_arn = clients["sqs"].get_queue_attributes(
+            QueueUrl=queue, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        clients["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        bootstrap = Bootstrap()
+        portal = AwsPortal(
+            stack=STACK,
+            url=URL,
+            secrets=SecretStore(clients["secretsmanager"]),
+            key_secret_id=key["ARN"],
+            bootstrap=bootstrap,
+            table=LinkState("links", clients["dynamodb"]),
+            topic=Topic(topic, clients["sns"]),
+            starts_per_hour=2,
+        )
+        yield World(portal, bootstrap, clients, queue)

@@ -1,0 +1,196 @@
+"""Sending the links (no sockets): the notice of each need goes to the topic with a link that
+works, at most once a day for the same need of the same credential, never while an
+authorization is pending or when nothing is needed; the background poll's outcome is reported
+(with a fresh link when the need lasts), or polled again while pending. And the events that
+invoke the function, read from the samples in events/."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.settings import LinksSettings
+from cmstoken.links import tokens
+from cmstoken.links.app import LinksApp
+from cmstoken.links.events import Outcome, Remind, read_event
+from cmstoken.links.notifying import DAY, Notices
+from cmstoken.links.web import Request, handle
+from support import load_event
+from unit.links.links_world import AUTHORIZED_AT, DOMAIN, KEY_TEXT, NOW, STACK, URL, World, world
+
+__all__ = ["world"]  # the fixture
+
+WARNING = 5 * DAY  # the reminder window: the world's credential is 25 days into 30
+
+
+def notices(world: World) -> Notices:
+    return Notices(world.portal, WARNING)
+
+
+def link_of(message: dict[str, Any]) -> str:
+    url = message["link"]
+    assert url.startswith(URL + "l/")
+    return str(url.removeprefix(URL + "l/"))
+
+
+@pytest.mark.parametrize(
+    ("status", "authorized_at", "kind"),
+    [
+        ("absent", None, "never-bootstrapped"),
+        ("reauthorization_required", AUTHORIZED_AT, "credential-refused"),
+        ("active", AUTHORIZED_AT, "warning-window"),
+    ],
+)
+def test_each_need_is_sent_with_a_link_that_opens_its_page(
+    world: World, status: str, authorized_at: int | None, kind: str
+) -> None:
+    world.bootstrap.status, world.bootstrap.authorized_at = status, authorized_at
+    assert notices(world).remind(NOW).endswith("sent")
+    (message,) = world.messages()
+    assert message["kind"] == kind
+    assert (message["stack"], message["account"], message["region"]) == (
+        STACK.name,
+        STACK.account,
+        STACK.region,
+    )
+    link = link_of(message)
+    claims = tokens.check(
+        link,
+        KEY_TEXT.encode(),
+        tokens.Expected(STACK.name, STACK.account, STACK.region, authorized_at or 0),
+        NOW,
+    )
+    assert isinstance(claims, tokens.Claims)
+    assert claims.expires_at == NOW + DAY
+    page = handle(Request("GET", f"/l/{link}", DOMAIN), world.portal, NOW)
+    assert page["statusCode"] == 200
+
+
+def test_a_need_is_sent_once_a_day_and_afresh_for_a_new_credential(world: World) -> None:
+    world.bootstrap.status = "reauthorization_required"
+    sent = [notices(world).remind(NOW + offset) for offset in (0, 60, DAY - 1, DAY)]
+    assert [line.endswith("sent") for line in sent] == [True, False, False, True]
+    world.bootstrap.authorized_at = AUTHORIZED_AT + 1  # another credential, refused too
+    assert notices(world).remind(NOW + DAY + 1).endswith("sent")
+    assert len(world.messages()) == 3
+
+
+def test_nothing_is_sent_when_nothing_is_needed_or_an_authorization_is_pending(
+    world: World,
+) -> None:
+    world.bootstrap.authorized_at = NOW - DAY  # young: not in the warning window
+    assert notices(world).remind(NOW) == "nothing needed"
+    world.bootstrap.status = "absent"
+    world.bootstrap.pending_until = NOW + 300
+    assert notices(world).remind(NOW) == "an authorization is pending"
+    assert world.messages() == []
+    assert world.table_items() == []
+
+
+@pytest.mark.parametrize(
+    ("result", "kind", "has_link"),
+    [
+        ({"status": "authorized", "identity": "0123456789ab"}, "authorized", False),
+        ({"status": "denied", "message": "denied"}, "denied", True),
+        ({"status": "expired", "message": "expired"}, "expired", True),
+        (
+            {
+                "status": "failed",
+                "message": "the code was approved by a different identity (aaaaaaaaaaaa) than "
+                "the one this stack is authorized as (bbbbbbbbbbbb). Nothing was changed.",
+            },
+            "identity-refused",
+            True,
+        ),
+    ],
+)
+def test_the_background_polls_outcome_is_reported(
+    world: World, result: dict[str, Any], kind: str, has_link: bool
+) -> None:
+    world.bootstrap.status = "reauthorization_required"  # the need lasts, except once authorized
+    if kind == "authorized":
+        world.bootstrap.status, world.bootstrap.authorized_at = "active", NOW - 60
+    assert notices(world).outcome(result, NOW).endswith("sent")
+    (message,) = world.messages()
+    assert message["kind"] == kind
+    assert ("link" in message) is has_link
+    if kind == "identity-refused":
+        assert (message["approvingFingerprint"], message["expectedFingerprint"]) == (
+            "aaaaaaaaaaaa",
+            "bbbbbbbbbbbb",
+        )
+
+
+def test_a_poll_that_ended_pending_polls_again_while_the_code_is_valid(world: World) -> None:
+    world.bootstrap.pending_until = NOW + 300
+    assert notices(world).outcome({"status": "pending"}, NOW) == "still pending: polling again"
+    assert world.bootstrap.sent == [{"action": "poll"}]
+    world.bootstrap.now = NOW + 301
+    assert "not reported" in notices(world).outcome({"status": "pending"}, NOW + 301)
+    assert world.bootstrap.sent == [{"action": "poll"}]
+    assert world.messages() == []
+
+
+def test_the_sample_events_are_what_the_function_reads() -> None:
+    page = read_event(load_event("links-page"))
+    assert isinstance(page, Request)
+    assert (page.method, page.path) == ("GET", "/l/v1.not-a-real-link.example")
+    assert read_event(load_event("links-remind")) == Remind("schedule")
+    alarm = read_event(load_event("links-alarm"))
+    assert alarm == Remind("alarm cmstoken-prod-AuthorizationRequired is ALARM")
+    outcome = read_event(load_event("links-poll-outcome"))
+    assert isinstance(outcome, Outcome)
+    assert outcome.result["status"] == "expired"
+    assert outcome.error is None
+
+
+def test_a_failed_poll_is_an_outcome_with_its_error_type() -> None:
+    record = load_event("links-poll-outcome")
+    record["requestContext"]["condition"] = "RetriesExhausted"
+    record["responseContext"]["functionError"] = "Unhandled"
+    record["responsePayload"] = {"errorType": "StoreAccessError", "errorMessage": "detail"}
+    assert read_event(record) == Outcome(None, error="StoreAccessError")
+
+
+@pytest.mark.parametrize("event", [[], "remind", {}, {"action": "start"}, {"source": "aws.ec2"}])
+def test_any_other_event_is_refused_by_name(event: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"links' function|JSON object"):
+        read_event(event)
+
+
+def test_a_failed_poll_is_logged_and_not_reported(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = LinksApp(lambda url: world.portal, WARNING, lambda: NOW)
+    with caplog.at_level(logging.INFO, logger="cmstoken"):
+        assert app.handle(Outcome(None, error="Timeout")) == {"done": "poll failed: Timeout"}
+    assert world.messages() == []
+    assert any(getattr(r, "error", None) == "Timeout" for r in caplog.records)
+
+
+def test_the_settings_name_every_missing_variable_at_once() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        LinksSettings.from_environ({"LINKS_STARTS_PER_HOUR": "many"})
+    for name in (
+        "STACK_NAME",
+        "LINKS_KEY_SECRET_ID",
+        "LINKS_TABLE",
+        "BOOTSTRAP_FUNCTION_NAME",
+        "ALARM_TOPIC_ARN",
+        "LINKS_STARTS_PER_HOUR must be a whole number",
+    ):
+        assert name in str(raised.value)
+    settings = LinksSettings.from_environ(
+        {
+            "STACK_NAME": "s",
+            "LINKS_KEY_SECRET_ID": "k",
+            "LINKS_TABLE": "t",
+            "BOOTSTRAP_FUNCTION_NAME": "b",
+            "ALARM_TOPIC_ARN": "a",
+            "REAUTHORIZATION_WARNING_SECONDS": "432000",
+        }
+    )
+    assert (settings.warning_seconds, settings.starts_per_hour) == (432_000, 6)
