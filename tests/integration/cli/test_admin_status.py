@@ -524,10 +524,13 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
             "cli/admin/invokers.py",
             "cli/admin/status_rotator.py",
             "cli/admin/status_alarms.py",
+            "cli/admin/link_key.py",
         )
     )
     called = set(
-        re.findall(r'"((?:cloudformation|lambda|cloudwatch|scheduler):[A-Za-z]+)"', source)
+        re.findall(
+            r'"((?:cloudformation|lambda|cloudwatch|scheduler|secretsmanager):[A-Za-z]+)"', source
+        )
     )
     assert (
         granted
@@ -538,5 +541,6 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
             "cloudwatch:GetMetricData",
             "cloudwatch:DescribeAlarms",
             "scheduler:GetSchedule",
+            "secretsmanager:PutSecretValue",
         }
     )

@@ -2,7 +2,8 @@
 line, ``rotate`` and ``main``).
 
 Its parts: ``bootstrap``; the ``status`` report and its lines by source (``status_credential``,
-``status_rotator``, ``status_alarms``, ``status_lines``); ``invokers`` (how a function is
+``status_rotator``, ``status_alarms``, ``status_lines``); ``link_key`` (``rotate-link-key``:
+a new key for the re-authorization links); ``invokers`` (how a function is
 invoked: Lambda, or in-process for tests and the demo); ``stack`` (the session and the stack's
 outputs); ``errors`` (every failure in one line). Imports ``cli``'s shared modules and ``core``,
 and boto3 for the operator's own AWS calls.

@@ -3,8 +3,10 @@
     cmstoken-admin --stack NAME bootstrap [--free-trial | --no-free-trial] [--new-identity]
     cmstoken-admin --stack NAME status [--json]
     cmstoken-admin --stack NAME rotate
+    cmstoken-admin --stack NAME rotate-link-key
 
-It finds the functions from the stack's outputs and invokes them. The invocation goes through the
+It finds the functions from the stack's outputs and invokes them (``rotate-link-key`` writes
+the secret an output names instead: ``link_key``). The invocation goes through the
 small ``Invoker`` interface (``invokers``), so that tests and the local demo run this same
 code against the handlers in-process (``LocalInvoker``). This module is the command line and
 ``rotate``; the package's docstring lists the other parts.
@@ -21,6 +23,7 @@ from cmstoken import __version__
 from cmstoken.cli.admin.bootstrap import bootstrap
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
+from cmstoken.cli.admin.link_key import LINK_KEY_OUTPUT, ONE_CLICK_PARAMETER, rotate_link_key
 from cmstoken.cli.admin.stack import StackFunctions, locate, open_session
 from cmstoken.cli.admin.status import StatusSources, status
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, say, shown
@@ -66,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cmstoken-admin",
         parents=[common],
         description="Operate a deployed Cluster Management Service token stack: authorize it "
-        "(bootstrap), check its health (status), rotate now (rotate).",
+        "(bootstrap), check its health (status), rotate now (rotate), void every "
+        "re-authorization link sent so far (rotate-link-key).",
         epilog="Uses your AWS credentials, region and endpoints as the AWS CLI does "
         "(AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...). " + EXIT_STATUS_HELP,
     )
@@ -77,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "rotate", parents=[common], help="force a rotation now", epilog=EXIT_STATUS_HELP
     )
+    _add_rotate_link_key(commands, common)
     return parser
 
 
@@ -155,6 +160,22 @@ def _add_status(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_rotate_link_key(commands: Commands, common: argparse.ArgumentParser) -> None:
+    commands.add_parser(
+        "rotate-link-key",
+        parents=[common],
+        help="replace the key that signs re-authorization links: every link sent so far is void",
+        description="Writes a new random key (64 letters and digits) to the secret the stack's "
+        f"output {LINK_KEY_OUTPUT} names (secretsmanager:PutSecretValue, and "
+        "kms:GenerateDataKey on the stack's KmsKeyArn when it has one): every re-authorization "
+        "link sent before now is void, and the next notice carries a new link. Use it when a "
+        "link leaked or a person who received them left, or routinely. The key is never "
+        f'printed. A stack with {ONE_CLICK_PARAMETER} "false" has no such key: the command '
+        "says so and exits 2.",
+        epilog=EXIT_STATUS_HELP,
+    )
+
+
 # --- running a command -----------------------------------------------------------------------
 
 
@@ -180,7 +201,9 @@ def run(
         )
     if args.command == "status":
         return status(invoker, functions, out=out, sources=sources, as_json=args.json)
-    return rotate(invoker, functions, out=out)
+    if args.command == "rotate":
+        return rotate(invoker, functions, out=out)
+    raise AdminError(f"{args.command} writes a deployed stack's secret: it has no local run")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,6 +241,10 @@ def _against_aws(args: argparse.Namespace) -> int:
         connect_timeout=10, read_timeout=910, retries={"mode": "standard", "total_max_attempts": 1}
     )
     stack = locate(args.stack, session.client("cloudformation", config=reads), session=session)
+    if args.command == "rotate-link-key":
+        # PutSecretValue may be retried: boto3 gives it one ClientRequestToken for all tries.
+        secretsmanager = session.client("secretsmanager", config=reads)
+        return rotate_link_key(stack, secretsmanager, out=sys.stderr)
     invoker = LambdaInvoker(session.client("lambda", config=invocations), stack)
     if args.command != "status":
         return run(args, invoker, stack.functions, sys.stderr)
