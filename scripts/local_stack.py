@@ -272,13 +272,26 @@ def _values(value: Any) -> list[Any]:
 
 
 class LambdaEndpoint:
-    """The Lambda API's Invoke on 127.0.0.1 (``AWS_ENDPOINT_URL_LAMBDA``), running the local
-    functions in-process: a function's exception is a ``FunctionError`` result, an unknown
-    function a ``ResourceNotFoundException``, as in Lambda."""
+    """The Lambda API on 127.0.0.1 (``AWS_ENDPOINT_URL_LAMBDA``), running the local functions
+    in-process: ``Invoke`` (a function's exception is a ``FunctionError`` result, an unknown
+    function a ``ResourceNotFoundException``, as in Lambda); with ``InvocationType`` ``Event``,
+    202 at once and the invocation run on a thread, its invocation record then sent to the
+    function's destination (``destinations``: function -> function) as Lambda sends one; and
+    ``GetFunctionUrlConfig`` for the functions in ``urls``."""
 
-    def __init__(self, invoker: Any, functions: tuple[str, ...] = (BOOTSTRAP, ROTATOR)) -> None:
+    def __init__(
+        self,
+        invoker: Any,
+        functions: tuple[str, ...] = (BOOTSTRAP, ROTATOR),
+        *,
+        destinations: Mapping[str, str] | None = None,
+        urls: Mapping[str, str] | None = None,
+    ) -> None:
         self.invoker = invoker
         self.functions = functions
+        self.destinations = dict(destinations or {})
+        self.urls = dict(urls or {})
+        self.queued: list[threading.Thread] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -296,21 +309,74 @@ class LambdaEndpoint:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+        self.drain()
+
+    def drain(self, timeout: float = 60) -> None:
+        """Wait for the queued invocations (and their destinations) to finish."""
+        for thread in list(self.queued):
+            thread.join(timeout)
 
     def answer(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
         """Status, headers and JSON body of one invocation."""
+        name = _name(function)
+        if name not in self.functions:
+            return self._missing(name)
+        failed, result = self._run(name, json.loads(body or b"{}"))
+        return 200, {"X-Amz-Function-Error": "Unhandled"} if failed else {}, result
+
+    def queue(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
+        """Accept an ``Event`` invocation: run it on a thread, then send its record on."""
+        name = _name(function)
+        if name not in self.functions:
+            return self._missing(name)
+        thread = threading.Thread(target=self._deliver, args=(name, json.loads(body or b"{}")))
+        self.queued.append(thread)
+        thread.start()
+        return 202, {}, None
+
+    def function_url(self, function: str) -> tuple[int, dict[str, str], Any]:
+        name = _name(function)
+        if name not in self.urls:
+            return self._missing(name)
+        config = {"FunctionUrl": self.urls[name], "FunctionArn": function_arn(name)}
+        return 200, {}, {**config, "AuthType": "NONE", "InvokeMode": "BUFFERED"}
+
+    def _run(self, name: str, payload: Any) -> tuple[bool, Any]:
         from cmstoken.cli.admin.errors import AdminError
 
-        name = function.rsplit(":", 1)[-1] if function.startswith("arn:") else function
-        if name not in self.functions:
-            error = {"Type": "User", "Message": f"Function not found: {function_arn(name)}"}
-            return 404, {"x-amzn-ErrorType": "ResourceNotFoundException"}, error
         try:
-            return 200, {}, self.invoker.invoke(name, json.loads(body or b"{}"))
+            return False, self.invoker.invoke(name, payload)
         except AdminError as exc:
             raised = exc.__cause__ or exc
-            error = {"errorType": type(raised).__name__, "errorMessage": str(raised)}
-            return 200, {"X-Amz-Function-Error": "Unhandled"}, error
+            return True, {"errorType": type(raised).__name__, "errorMessage": str(raised)}
+
+    def _deliver(self, name: str, payload: Any) -> None:
+        failed, result = self._run(name, payload)
+        destination = self.destinations.get(name)
+        if destination is None:
+            return
+        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+        if failed:
+            response["functionError"] = "Unhandled"
+        record = {
+            "version": "1.0",
+            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+            "requestContext": {
+                "requestId": f"local-{time.monotonic_ns()}",
+                "functionArn": function_arn(name) + ":$LATEST",
+                "condition": "RetriesExhausted" if failed else "Success",
+                "approximateInvokeCount": 1,
+            },
+            "requestPayload": payload,
+            "responseContext": response,
+            "responsePayload": result,
+        }
+        self._run(destination, record)
+
+    @staticmethod
+    def _missing(name: str) -> tuple[int, dict[str, str], Any]:
+        error = {"Type": "User", "Message": f"Function not found: {function_arn(name)}"}
+        return 404, {"x-amzn-ErrorType": "ResourceNotFoundException"}, error
 
     def _handler(self) -> Any:
         endpoint = self
@@ -320,12 +386,22 @@ class LambdaEndpoint:
                 parts = self.path.split("?")[0].split("/")
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                answer: Any = {}
                 if len(parts) != 5 or parts[2] != "functions" or parts[4] != "invocations":
-                    status, headers = 404, {"x-amzn-ErrorType": "UnknownOperation"}
+                    self._send(404, {"x-amzn-ErrorType": "UnknownOperation"}, {})
+                elif self.headers.get("X-Amz-Invocation-Type") == "Event":
+                    self._send(*endpoint.queue(unquote(parts[3]), body))
                 else:
-                    status, headers, answer = endpoint.answer(unquote(parts[3]), body)
-                data = json.dumps(answer).encode()
+                    self._send(*endpoint.answer(unquote(parts[3]), body))
+
+            def do_GET(self) -> None:
+                parts = self.path.split("?")[0].split("/")
+                if len(parts) == 5 and parts[2] == "functions" and parts[4] == "url":
+                    self._send(*endpoint.function_url(unquote(parts[3])))
+                else:
+                    self._send(404, {"x-amzn-ErrorType": "UnknownOperation"}, {})
+
+            def _send(self, status: int, headers: dict[str, str], answer: Any) -> None:
+                data = b"" if status == 202 else json.dumps(answer).encode()
                 self.send_response(status)
                 for key, value in {**headers, "Content-Type": "application/json"}.items():
                     self.send_header(key, value)
@@ -337,6 +413,13 @@ class LambdaEndpoint:
                 pass  # no request lines
 
         return Handler
+
+
+def _name(function: str) -> str:
+    """A function's name from its name or ARN (with or without a qualifier)."""
+    if not function.startswith("arn:"):
+        return function
+    return function.split(":")[6]
 
 
 class LocalSchedule:

@@ -70,7 +70,8 @@ class LambdaInvoker:
 
 
 class LocalInvoker:
-    """Runs handlers in-process, by function name, with a Lambda-like context."""
+    """Runs handlers in-process, by function name, with a Lambda-like context (its ARN in
+    ``region`` and ``account``)."""
 
     def __init__(
         self,
@@ -78,10 +79,13 @@ class LocalInvoker:
         *,
         timeout_seconds: Mapping[str, float],
         clock: Callable[[], float] = time.monotonic,
+        region: str = "local",
+        account: str = "000000000000",
     ) -> None:
         self.handlers = handlers
         self.timeout_seconds = timeout_seconds
         self.clock = clock
+        self.arn_prefix = f"arn:aws:lambda:{region}:{account}:function:"
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
         """Call the handler; an exception it raises becomes ``AdminError`` as in Lambda."""
@@ -90,7 +94,7 @@ class LocalInvoker:
             function_name=function,
             function_version="$LATEST",
             memory_limit_in_mb=256,
-            invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:{function}",
+            invoked_function_arn=self.arn_prefix + function,
             aws_request_id=f"local-{time.monotonic_ns()}",
             get_remaining_time_in_millis=lambda: int(max(0.0, ends - self.clock()) * 1000),
         )
