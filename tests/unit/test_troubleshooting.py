@@ -617,7 +617,8 @@ def key_disabled(bench: Bench) -> Observed:
     # A write refused after a refresh: the rotated token is lost.
     refuse_rotation_writes("EncryptionFailure", 10**6)
     lost = bench.rotate([refreshed(bench.clock)])
-    assert "EncryptionFailure" not in lost  # the CRITICAL line names no AWS error
+    (critical,) = [record for record in records(lost) if record.get("level") == "CRITICAL"]
+    assert (critical["error"], critical["aws_error"]) == ("StoreAccessError", "EncryptionFailure")
     seen.logs(lost)
     assert "CredentialLostAlarm" in breached_alarms(emitted_metrics(lost))
     bench.seed()
@@ -643,6 +644,11 @@ def key_disabled(bench: Bench) -> Observed:
 
 
 READS = "before-call.secrets-manager.GetSecretValue"
+
+
+def records(output: str) -> list[dict[str, Any]]:
+    """The log records of captured function output."""
+    return [json.loads(line) for line in output.splitlines() if line.startswith('{"level"')]
 
 
 def refuse_reads(code: str) -> Callable[..., None]:

@@ -393,7 +393,7 @@ def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
     make_due(stack)
     refuse_rotation_writes(code, times=10**9)
     started = stack.clock.now()
-    with pytest.raises(CredentialLostError, match="lost"):
+    with pytest.raises(CredentialLostError, match="lost") as raised:
         stack.invoke("rotator", {}, remaining_ms=60_000)
     # Retried until just before the deadline, and not past it.
     assert 50 <= stack.clock.now() - started <= 60
@@ -410,6 +410,20 @@ def test_a_write_refused_until_the_deadline_reports_the_lost_credential(
     assert len(critical) == 1
     assert critical[0]["previous"] == fingerprint(old_refresh)
     assert len(critical[0]["lost"]) == len(fingerprint(old_refresh))
+    # The CRITICAL line, the retries' warnings and the error name what refused the write: the
+    # AWS error code when AWS answered (issue 20), not only the class.
+    retries = [line for line in log_lines(output) if line["message"].startswith("retrying")]
+    assert retries
+    if code is None:
+        assert critical[0]["error"] == "DocumentError"
+        assert "aws_error" not in critical[0]
+        assert all("aws_error" not in line for line in retries)
+        assert "(DocumentError)" in str(raised.value)
+    else:
+        assert critical[0]["error"] == "StoreAccessError"
+        assert critical[0]["aws_error"] == code
+        assert {line["aws_error"] for line in retries} == {code}
+        assert f"(StoreAccessError: {code})" in str(raised.value)
     for secret in [*secret_values(stack), old_refresh]:
         assert secret not in output
     # The lost refresh token was never stored anywhere but the wire: it is scanned for too, in

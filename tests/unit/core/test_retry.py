@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from cmstoken.core.errors import InvalidGrantError, RateLimitedError, ServerError, TransientError
+from cmstoken.core.errors import (
+    InvalidGrantError,
+    RateLimitedError,
+    ServerError,
+    StoreAccessError,
+    StoreUnavailableError,
+    TransientError,
+    aws_error_code,
+)
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from support import FakeClock
 
@@ -98,3 +108,33 @@ def test_errors_outside_retry_on_are_raised_at_once() -> None:
     with pytest.raises(InvalidGrantError):
         call_with_retries(operation, retry_on=(TransientError,), policy=POLICY, clock=clock)
     assert operation.calls == 1
+
+
+def test_a_retry_warning_names_the_aws_error_code(caplog: pytest.LogCaptureFixture) -> None:
+    """An AWS call's retry names what AWS answered (``aws_error``), not only the class; an
+    upstream error's has no such field."""
+    throttled = StoreUnavailableError(
+        "cannot read secret 'cmstoken/refresh-credential': ThrottlingException",
+        code="ThrottlingException",
+    )
+    operation = Flaky(throttled, server_error())
+    with caplog.at_level(logging.WARNING, logger="cmstoken.core.retry"):
+        call_with_retries(
+            operation, retry_on=(Exception,), policy=POLICY, clock=FakeClock(), jitter=lambda: 1.0
+        )
+    aws, upstream = caplog.records
+    assert aws.getMessage() == "retrying after a transient error"
+    assert (aws.error, aws.aws_error, aws.operation) == (  # type: ignore[attr-defined]
+        "StoreUnavailableError",
+        "ThrottlingException",
+        "call",
+    )
+    assert upstream.error == "ServerError"  # type: ignore[attr-defined]
+    assert not hasattr(upstream, "aws_error")
+
+
+def test_aws_error_code_is_the_code_of_an_aws_call_error_only() -> None:
+    assert aws_error_code(StoreAccessError("x", code="EncryptionFailure")) == "EncryptionFailure"
+    assert aws_error_code(StoreAccessError("x")) is None
+    assert aws_error_code(server_error()) is None
+    assert aws_error_code(ValueError("x")) is None

@@ -21,6 +21,9 @@ STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
 MAX_MERGES = 5
 # Secrets Manager retries stop this long before the caller's deadline.
 STORE_DEADLINE_MARGIN = 1.0
+# The code of the StoreUnavailableError of a call not started because it could outlast the
+# deadline: no answer of AWS, so a report names the failure before it instead.
+INSUFFICIENT_TIME = "InsufficientTime"
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class CredentialVault:
             raise StoreUnavailableError(
                 f"not calling Secrets Manager: too little time left before the deadline (a call "
                 f"may take {attempt:.0f} s)",
-                code="InsufficientTime",
+                code=INSUFFICIENT_TIME,
             )
         return call_with_retries(
             operation,

@@ -74,10 +74,10 @@ def store_approval(
     identity = short_identity(approval.credential.subject_sha256)
     try:
         stored = vault.update_refresh(snapshot, change, deadline)
-    except StoreError:
+    except StoreError as exc:
         logger.critical(
             "the approved authorization could not be stored and is lost; run start again",
-            extra={"identity": identity},
+            extra={"identity": identity, "error": type(exc).__name__, "aws_error": exc.code},
         )
         raise
     move = moves[0]

@@ -174,6 +174,14 @@ class AwsCallError(CmsTokenError):
         self.code = code
 
 
+def aws_error_code(error: BaseException) -> str | None:
+    """The AWS error code ``error`` carries (``AwsCallError.code``: ``EncryptionFailure``,
+    ``AccessDeniedException``, ``ThrottlingException``..., or botocore's exception name when no
+    answer came), else ``None``. Logs name it next to the error's class, which alone does not
+    say what AWS refused."""
+    return error.code if isinstance(error, AwsCallError) else None
+
+
 class StoreError(AwsCallError):
     """A Secrets Manager call failed."""
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cmstoken.core.clock import Clock
+from cmstoken.core.errors import aws_error_code
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +72,23 @@ def call_with_retries[T](
                 raise
             logger.warning(
                 "retrying after a transient error",
-                extra={
-                    "operation": description,
-                    "error": type(exc).__name__,
-                    "retry": retry,
-                    "wait_seconds": round(wait, 3),
-                },
+                extra=_retry_details(exc, retry, wait, description),
             )
             clock.sleep(wait)
+
+
+def _retry_details(
+    error: BaseException, retry: int, wait: float, description: str
+) -> dict[str, object]:
+    """The log fields of a retry: the error's class and, for an AWS call, its AWS error code
+    (``aws_error``: what AWS answered, ``ThrottlingException`` say; never a secret's value)."""
+    details: dict[str, object] = {
+        "operation": description,
+        "error": type(error).__name__,
+        "retry": retry,
+        "wait_seconds": round(wait, 3),
+    }
+    code = aws_error_code(error)
+    if code is not None:
+        details["aws_error"] = code
+    return details

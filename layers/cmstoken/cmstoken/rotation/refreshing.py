@@ -15,9 +15,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cmstoken.aws.documents import RawAccessToken, RefreshCredential, RefreshSecret
-from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.aws.vault import INSUFFICIENT_TIME, CredentialVault, Snapshot
 from cmstoken.core.clock import Clock, to_iso
-from cmstoken.core.errors import CredentialLostError, CredentialRejectedError, may_send_again
+from cmstoken.core.errors import (
+    CredentialLostError,
+    CredentialRejectedError,
+    aws_error_code,
+    may_send_again,
+)
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from cmstoken.rotation import decisions
@@ -102,9 +107,22 @@ class Refresher:
             )
 
         give_up_at = deadline - LOST_RESERVE_SECONDS
+        # The last failure of an attempt that reached Secrets Manager (or failed locally): the
+        # one to report, not the refusal to start a call too close to the deadline, which says
+        # nothing about why the writes before it failed.
+        refused: list[Exception] = []
+
+        def attempt() -> Snapshot | None:
+            try:
+                return self.vault.update_refresh(claimed, merge, give_up_at)
+            except Exception as exc:
+                if aws_error_code(exc) != INSUFFICIENT_TIME:
+                    refused[:] = [exc]
+                raise
+
         try:
             stored = call_with_retries(
-                lambda: self.vault.update_refresh(claimed, merge, give_up_at),
+                attempt,
                 retry_on=(Exception,),
                 policy=AFTER_REFRESH_STORE_RETRY,
                 clock=self.clock,
@@ -113,7 +131,7 @@ class Refresher:
                 attempt_seconds=self.vault.store.timeouts.attempt_limit,
             )
         except Exception as exc:
-            lost = _lost(previous, rotated, exc)
+            lost = _lost(previous, rotated, refused[0] if refused else exc)
             self.release(claimed, deadline, read_first=True)
             raise lost from exc
         if stored is None:
@@ -165,18 +183,24 @@ def _log_failure(
 def _lost(
     previous: RefreshCredential, rotated: RefreshCredential, error: Exception
 ) -> CredentialLostError:
-    """The CRITICAL log of a rotated refresh token that could not be stored, and the error."""
+    """The CRITICAL log of a rotated refresh token that could not be stored, and the error;
+    both name the last write's failure: its class and, when AWS answered, the AWS error code
+    (``EncryptionFailure`` for a disabled KMS key, ``AccessDeniedException``...)."""
+    code = aws_error_code(error)
+    details: dict[str, object] = {
+        "previous": fingerprint(previous.refresh_token),
+        "lost": fingerprint(rotated.refresh_token),
+        "error": type(error).__name__,
+    }
+    if code is not None:
+        details["aws_error"] = code
+    failure = type(error).__name__ if code is None else f"{type(error).__name__}: {code}"
     logger.critical(
         "the rotated refresh token could not be stored before the deadline and is "
         "lost; the next run will find the used one and report reauthorization",
-        extra={
-            "previous": fingerprint(previous.refresh_token),
-            "lost": fingerprint(rotated.refresh_token),
-            "error": type(error).__name__,
-        },
+        extra=details,
     )
     return CredentialLostError(
         "the refresh succeeded but its rotated refresh token could not be stored "
-        f"before the deadline ({type(error).__name__}); it is lost: expect to run the "
-        "bootstrap again"
+        f"before the deadline ({failure}); it is lost: expect to run the bootstrap again"
     )
