@@ -302,6 +302,34 @@ def test_aws_failures_are_named(aws: Aws, code: str, reason: str, hint: str) -> 
     assert code in str(caught.value)
 
 
+def test_a_secret_of_another_region_gets_advice_that_boto3_follows(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The advice for an ARN of another region works as given: AWS_DEFAULT_REGION, or a client
+    made for that region; not AWS_REGION, which boto3 ignores (issue 20)."""
+    elsewhere = boto3.client("secretsmanager", region_name="eu-west-1")
+    arn = elsewhere.create_secret(Name=SECRET)["ARN"]
+    document = ServiceTokenDocument(
+        token=TOKEN_A, expires_at=aws.clock.now() + DAY, api_url=API_URL, issued_at=aws.clock.now()
+    )
+    elsewhere.put_secret_value(SecretId=arn, SecretString=document.to_json())
+    with pytest.raises(ConsumerError) as caught:
+        ServiceTokenProvider(arn, clock=aws.clock).token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.SECRET_NOT_FOUND
+    assert "the ARN is in region eu-west-1, the client asks region us-east-1" in message
+    assert "set AWS_DEFAULT_REGION=eu-west-1, which boto3 reads" in message
+    assert "region_name='eu-west-1'" in message
+    assert "AWS_REGION=" not in message
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # the advice this replaced: no effect
+    with pytest.raises(ConsumerError, match="does not exist where it was asked for"):
+        ServiceTokenProvider(arn, clock=aws.clock).token()
+    client = boto3.client("secretsmanager", region_name="eu-west-1")
+    assert ServiceTokenProvider(arn, secrets_client=client, clock=aws.clock).token() == TOKEN_A
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    assert ServiceTokenProvider(arn, clock=aws.clock).token() == TOKEN_A
+
+
 def test_reauthorization_required_serves_a_valid_token_but_names_the_problem(
     aws: Aws, logs: pytest.LogCaptureFixture
 ) -> None:

@@ -130,9 +130,13 @@ class _Asked:
             return ""
         region = self.client.meta.region_name
         if region and arn.region != region:
+            # boto3 takes its region from AWS_DEFAULT_REGION (or a profile), never from
+            # AWS_REGION, which only the AWS CLI v2 and other SDKs read.
             return (
                 f" (the ARN is in region {arn.region}, the client asks region {region}: run the "
-                f"consumer in {arn.region}, e.g. AWS_REGION={arn.region})"
+                f"consumer in {arn.region}: set AWS_DEFAULT_REGION={arn.region}, which boto3 "
+                "reads (it ignores AWS_REGION), or pass secrets_client=boto3.client("
+                f"'secretsmanager', region_name='{arn.region}'))"
             )
         account = self._account()
         if account is not None and arn.account != account:
