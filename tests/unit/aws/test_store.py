@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core.errors import (
+    KMS_KEY_CODES,
     StoreAccessError,
     StoreError,
     StoreUnavailableError,
@@ -113,12 +114,19 @@ def test_network_failures_are_transient(client: Any, error: Exception) -> None:
 
 
 @pytest.mark.parametrize(
-    "code", ["AccessDeniedException", "DecryptionFailure", "InvalidRequestException"]
+    "code",
+    [
+        "AccessDeniedException",
+        "DecryptionFailure",
+        "InvalidRequestException",
+        *sorted(KMS_KEY_CODES),
+    ],
 )
 def test_access_problems_are_reported_as_such(client: Any, code: str) -> None:
     fail_with(client, "GetSecretValue", client_error(code))
-    with pytest.raises(StoreAccessError, match=code):
+    with pytest.raises(StoreAccessError, match=code) as info:
         SecretStore(client).read("s")
+    assert info.value.code == code
 
 
 def test_writing_a_secret_that_does_not_exist_says_so(client: Any) -> None:

@@ -302,6 +302,31 @@ def test_aws_failures_are_named(aws: Aws, code: str, reason: str, hint: str) -> 
     assert code in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "code", ["DecryptionFailure", "KMSAccessDeniedException", "KMSDisabledException"]
+)
+def test_a_kms_key_that_cannot_be_used_is_named_not_the_secrets_permission(
+    aws: Aws, code: str
+) -> None:
+    """A key Secrets Manager cannot use (disabled, pending deletion, a key policy that refuses)
+    is what the message points at, with the same reason (issue 20)."""
+
+    def refuse(**_: Any) -> None:
+        error: Any = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {}}
+        raise ClientError(error, "GetSecretValue")
+
+    aws.secrets.meta.events.register("before-call.secrets-manager.GetSecretValue", refuse)
+    with pytest.raises(ConsumerError) as caught:
+        aws.provider().token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.UNREADABLE
+    assert f"cannot read secret {SECRET!r}: {code} (region us-east-1" in message
+    assert "Secrets Manager cannot use the secret's KMS key (the stack's KmsKeyArn)" in message
+    assert "the key must be enabled (not disabled or pending deletion)" in message
+    assert "kms:Decrypt through Secrets Manager" in message
+    assert "secretsmanager:GetSecretValue" not in message
+
+
 def test_a_secret_of_another_region_gets_advice_that_boto3_follows(
     aws: Aws, monkeypatch: pytest.MonkeyPatch
 ) -> None:

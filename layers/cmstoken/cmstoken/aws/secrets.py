@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cmstoken.aws import clients
 from cmstoken.core.errors import (
+    KMS_KEY_CODES,
     StoreAccessError,
     StoreError,
     StoreUnavailableError,
@@ -43,14 +44,9 @@ _TRANSIENT_CODES = frozenset(
 _ACCESS_CODES = frozenset(
     {
         "AccessDeniedException",
-        "DecryptionFailure",
-        "EncryptionFailure",
         "InvalidRequestException",
         "UnrecognizedClientException",
         "ExpiredTokenException",
-        "KMSAccessDeniedException",
-        "KMSDisabledException",
-        "KMSInvalidStateException",
     }
 )
 _FIRST_VERSION_BASIS = "cmstoken:first-version"
@@ -165,6 +161,6 @@ def store_error(exc: ClientError | BotoCoreError, action: str, secret_id: str) -
         return StoreUnavailableError(text, code=code)
     if code == "ResourceNotFoundException":
         return StoreAccessError(f"{text} (does the secret exist?)", code=code)
-    if code in _ACCESS_CODES:
+    if code in _ACCESS_CODES or code in KMS_KEY_CODES:
         return StoreAccessError(text, code=code)
     return StoreError(text, code=code)

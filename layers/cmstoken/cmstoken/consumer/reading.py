@@ -21,7 +21,12 @@ from cmstoken.consumer.errors import (
     not_bootstrapped,
 )
 from cmstoken.core.clock import to_iso
-from cmstoken.core.errors import DocumentError, StoreError, StoreUnavailableError
+from cmstoken.core.errors import (
+    KMS_KEY_CODES,
+    DocumentError,
+    StoreError,
+    StoreUnavailableError,
+)
 from cmstoken.core.redaction import fingerprint
 
 if TYPE_CHECKING:
@@ -91,6 +96,14 @@ def _not_found(asked: _Asked) -> ConsumerError:
 def _store_failure(exc: StoreError, asked: _Asked) -> ConsumerError:
     if isinstance(exc, StoreUnavailableError):
         return ConsumerError(f"{exc}; retry later", reason=UNAVAILABLE)
+    if exc.code in KMS_KEY_CODES:
+        return ConsumerError(
+            f"{exc} ({asked.where()}); Secrets Manager cannot use the secret's KMS key (the "
+            "stack's KmsKeyArn): the key must be enabled (not disabled or pending deletion), "
+            "and its key policy must let the workload use it for kms:Decrypt through Secrets "
+            "Manager (the stack's ConsumerPolicy grants that permission)",
+            reason=UNREADABLE,
+        )
     hint = (
         "the workload needs secretsmanager:GetSecretValue on the service token secret (the "
         "stack's ConsumerPolicy grants it)"

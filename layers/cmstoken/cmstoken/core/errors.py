@@ -194,6 +194,21 @@ class StoreAccessError(StoreError):
     """The secret cannot be used: missing, access denied, key not usable, or being deleted."""
 
 
+# The AWS error codes of a KMS key that Secrets Manager cannot use for a secret (disabled,
+# pending deletion, missing, or its key policy refusing the caller): ``StoreAccessError``s
+# whose fix is the key, not a secretsmanager permission.
+KMS_KEY_CODES = frozenset(
+    {
+        "DecryptionFailure",
+        "EncryptionFailure",
+        "KMSAccessDeniedException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+        "KMSNotFoundException",
+    }
+)
+
+
 class VersionConflictError(StoreError):
     """Another writer created the version this write would have created: re-read and decide."""
 
