@@ -690,6 +690,10 @@ def schedule_disabled(bench: Bench) -> Observed:
     code, out, _ = bench.admin(["status"], sources=sources)
     seen.exits.add(code)
     seen.texts.append(out)
+    # The verdict advises the command the Fix shows (a deployment would not enable it).
+    assert schedule_fix()[1].startswith("aws scheduler update-schedule ")
+    assert "enable it with aws scheduler update-schedule" in out
+    assert "or deploy the stack again" not in out
     bench.clock.advance(5 * HOUR)  # nothing rotated: the published token expires
     with pytest.raises(ConsumerError) as raised:
         bench.consumer().token()

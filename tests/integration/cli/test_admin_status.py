@@ -308,8 +308,9 @@ def test_a_failed_overdue_run_and_a_disabled_schedule(
         f"needs attention: the last rotator run failed: read {log_group}, then `cmstoken-admin "
         f"--stack {NAME} rotate`; no rotator run for 3 h MINUTES min (it runs every 60 min): "
         f"check the schedule {NAME}-rotator and {log_group}; the schedule {NAME}-rotator is "
-        "disabled: nothing runs the rotator; enable it (EventBridge Scheduler) or deploy the "
-        "stack again"
+        "disabled: nothing runs the rotator, and deploying the stack again does not enable it; "
+        "enable it with aws scheduler update-schedule (its own settings, State ENABLED), then "
+        f"run `cmstoken-admin --stack {NAME} rotate`"
     )
     assert re.fullmatch(re.escape(expected).replace("MINUTES", r"\d"), lines["verdict"])
 

@@ -113,9 +113,13 @@ def next_run(stack: DeployedStack, scheduler: Any, last_run_at: str | None, now:
         text = f"about {to_iso(due)} ({relative(due - now)}); {text}"
     problems = []
     if state != "ENABLED":
+        # Deploying the same template again changes nothing: CloudFormation updates only what
+        # the template changes, and the schedule's state is not in it.
         problems.append(
             f"the schedule {name} is {state.lower() or 'not enabled'}: nothing runs the "
-            "rotator; enable it (EventBridge Scheduler) or deploy the stack again"
+            "rotator, and deploying the stack again does not enable it; enable it with aws "
+            "scheduler update-schedule (its own settings, State ENABLED), then run "
+            f"`{command(stack)} rotate`"
         )
     return Line("next_run", text, data, problems)
 
