@@ -83,7 +83,13 @@ def _credential_line(
 def _token_line(expires: Any, state: str, stack: DeployedStack | None, now: float) -> Line:
     expires_at = epoch(expires)
     if expires_at is None:
-        problems = [f"no service token is published: run `{command(stack)} rotate`"]
+        # A rotation needs an active credential: without one, the credential line's advice
+        # (bootstrap) is the only one that helps.
+        problems = (
+            [f"no service token is published: run `{command(stack)} rotate`"]
+            if state == "active"
+            else []
+        )
         return Line("service_token", "none published", {"expires_at": None}, problems)
     left = expires_at - now
     data = {"expires_at": expires, "seconds_left": round(left)}
