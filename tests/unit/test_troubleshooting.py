@@ -474,6 +474,9 @@ def another_identity(bench: Bench) -> Observed:
     seen.exits.add(code)
     seen.texts += [err]
     seen.logs(out)
+    # The advice names this command's flag once, and the line ends with it.
+    assert err.count("--new-identity") == 1
+    assert err.rstrip().endswith("--new-identity` to allow it")
     after = json.loads(bench.secrets.get_secret_value(SecretId=REFRESH_SECRET)["SecretString"])
     assert after["refresh_token"] == json.loads(before)["refresh_token"]  # nothing changed
     return seen

@@ -8,6 +8,7 @@ reach the terminal.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
@@ -112,12 +113,31 @@ def _ended(
     raise AdminError(f"{status}: {_in_admin_terms(str(result.get('message', '')), command)}")
 
 
+# The bootstrap function's advice names its own actions, in any case ("run start again", "Run
+# start again", "run start first"), and to allow a new identity its event field and, for
+# whoever reads its result directly, this command's flag: 'start again allowing it
+# ("allow_new_identity": true; cmstoken-admin bootstrap --new-identity)'.
+_NEW_IDENTITY = re.compile(
+    r'\b(?P<s>[Ss])tart again allowing (?P<what>it|a new identity) \("allow_new_identity": '
+    r"true[^)]*\)"
+)
+_START = re.compile(r"\b(?P<r>[Rr])un start (?P<when>again|first)\b")
+
+
 def _in_admin_terms(message: str, command: str) -> str:
-    """The bootstrap function's advice, which names its own actions ("run start again"),
-    worded for the operator of this command."""
-    return message.replace("run start again", f"run `{command}` again").replace(
-        "start again allowing it", f"run `{command} --new-identity` to allow it"
-    )
+    """The bootstrap function's advice worded for the operator of this command: its actions
+    become this command (the case of the sentence kept), the new-identity advice this
+    command's ``--new-identity``, named once."""
+
+    def new_identity(found: re.Match[str]) -> str:
+        run = "Run" if found["s"] == "S" else "run"
+        allow = " to allow it" if found["what"] == "it" else ""
+        return f"{run} `{command} --new-identity`{allow}"
+
+    def start(found: re.Match[str]) -> str:
+        return f"{found['r']}un `{command}`" + (" again" if found["when"] == "again" else "")
+
+    return _START.sub(start, _NEW_IDENTITY.sub(new_identity, message))
 
 
 def _published(invoker: Invoker, functions: StackFunctions) -> bool:
