@@ -491,10 +491,17 @@ def verification_refused(bench: Bench) -> Observed:
     code, _, err = bench.admin(["bootstrap"], flow + refused)
     seen.exits.add(code)
     seen.texts.append(err)
+    # Nothing was published before; the rotator cannot publish either (issue 20).
+    assert "previous token" not in err
+    assert "rotator publishes" not in err
     # The rotator exchanges the stored access token, and the service refuses it again.
     seen.logs(bench.rotate(refused))
     code, out, _ = bench.admin(["status"])
+    seen.exits.add(code)
     seen.texts.append(out)
+    (verdict,) = [line for line in out.splitlines() if line.startswith("verdict")]
+    assert "--new-identity" in verdict
+    assert "rotate" not in verdict  # it would be refused the same way
     # The fix: another account, with --new-identity (without it, that account is refused).
     clock.advance(HOUR)
     code, _, err = bench.admin(["bootstrap"], device_flow(approved_by(clock, "auth0|ok")))

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from cmstoken.aws.secrets import SecretStore
-from cmstoken.core.errors import ConfigurationError, ReauthorizationRequiredError
+from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import (
+    ConfigurationError,
+    ReauthorizationRequiredError,
+    VerificationFailedError,
+)
 from cmstoken.upstream.identity import IdentityClient
 from harness import (
     REFRESH_SECRET,
@@ -217,6 +222,60 @@ def test_a_refused_exchange_after_approval_keeps_the_credential_for_the_rotator(
     refreshes = stack.emulator.counts["refresh"]
     assert stack.invoke("rotator", {})["outcome"] == "rotated"
     assert stack.emulator.counts["refresh"] == refreshes  # the stored raw token was exchanged
+    assert stack.published_token_works()
+
+
+def refused_first_authorization(stack: Stack) -> dict[str, Any]:
+    """A first bootstrap whose new token the service refuses (the verification's 403)."""
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.inject("projects", "status", times=100, status=403)
+    result = poll(stack)
+    assert result["status"] == "failed", result
+    return result
+
+
+def test_a_first_authorization_the_service_refuses_says_what_is_true_and_what_helps(
+    stack: Stack,
+) -> None:
+    """Nothing was published before, the rotator is refused too, and only another account,
+    allowed as a new identity, gets out (issue 20); ``status`` says so until then."""
+    message = refused_first_authorization(stack)["message"]
+    assert "not published: the service refused the new service token" in message
+    assert "no service token is published" in message
+    assert "previous token" not in message
+    assert "rotator publishes" not in message
+    assert "the rotator's runs are refused too" in message
+    assert '"allow_new_identity": true' in message
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.service_refused_at is not None
+    status = stack.invoke("bootstrap", {"action": "status"})["credential"]
+    assert status["status"] == "active"
+    assert status["service_refused_at"] == to_iso(credential.service_refused_at)
+    with pytest.raises(VerificationFailedError, match=r"; no service token is published$"):
+        stack.invoke("rotator", {})
+    assert stack.refresh_document().credential == credential  # the rotator keeps the note
+    stack.emulator.advance(HOUR)
+    stack.emulator.clear_faults()
+    assert bootstrap(stack, subject="auth0|another")["status"] == "failed"  # identity pinning
+    accepted = bootstrap(stack, subject="auth0|another", allow_new_identity=True)
+    assert accepted["status"] == "authorized", accepted
+    assert "service_refused_at" not in stack.invoke("bootstrap", {"action": "status"})["credential"]
+    assert stack.published_token_works()
+
+
+def test_a_token_published_after_the_refusal_answers_it(stack: Stack) -> None:
+    """The account was given access: the rotator publishes, and ``status`` no longer reports
+    the refusal (the note stays on the credential, older than the token)."""
+    refused_first_authorization(stack)
+    stack.emulator.clear_faults()
+    stack.emulator.advance(60)
+    assert stack.invoke("rotator", {})["outcome"] == "rotated"
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.service_refused_at is not None
+    assert "service_refused_at" not in stack.invoke("bootstrap", {"action": "status"})["credential"]
     assert stack.published_token_works()
 
 

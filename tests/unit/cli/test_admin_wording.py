@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cmstoken.bootstrap.results import ENDINGS
+from cmstoken.bootstrap.results import ENDINGS, REFUSED_CREDENTIAL
 from cmstoken.bootstrap.states import Event, Stage
 from cmstoken.cli.admin.bootstrap import _in_admin_terms
 
@@ -16,18 +16,24 @@ COMMAND = "cmstoken-admin --stack NAME bootstrap"
 FUNCTION_WORDS = re.compile(r"\bstart (again|first)\b|allow_new_identity", re.IGNORECASE)
 
 
-def shown(stage: Stage, event: Event) -> tuple[str, str]:
-    """The function's message of an ending (its fields filled in), and what the operator sees."""
-    _, message = ENDINGS[stage, event]
+# Every message a bootstrap invocation can end on (but the start's and the pending ones).
+MESSAGES = {f"{stage}-{event}": message for (stage, event), (_, message) in ENDINGS.items()}
+MESSAGES["refused-credential"] = REFUSED_CREDENTIAL[1]
+
+
+def filled(message: str) -> tuple[str, str]:
+    """A function message (its fields filled in), and what the operator sees."""
     text = message.format(error="ERROR", reason="REASON", problems="PROBLEMS")
     return text, _in_admin_terms(text, COMMAND)
 
 
-@pytest.mark.parametrize("key", list(ENDINGS), ids=lambda key: f"{key[0]}-{key[1]}")
-def test_every_ending_names_this_command_not_the_functions_actions(
-    key: tuple[Stage, Event],
-) -> None:
-    text, operator = shown(*key)
+def shown(stage: Stage, event: Event) -> tuple[str, str]:
+    return filled(ENDINGS[stage, event][1])
+
+
+@pytest.mark.parametrize("name", list(MESSAGES))
+def test_every_ending_names_this_command_not_the_functions_actions(name: str) -> None:
+    text, operator = filled(MESSAGES[name])
     assert not FUNCTION_WORDS.search(operator), operator
     assert operator.count("--new-identity") <= 1, operator
     if FUNCTION_WORDS.search(text):
@@ -46,6 +52,14 @@ def test_the_new_identity_advice_is_given_once() -> None:
     assert '"allow_new_identity": true' in text  # for whoever invokes the function directly
     assert operator.endswith(
         f"If this stack should now use that identity, run `{COMMAND} --new-identity` to allow it"
+    )
+
+
+def test_a_refused_first_credential_is_told_the_new_identity_command() -> None:
+    _, operator = filled(REFUSED_CREDENTIAL[1])
+    assert operator.endswith(
+        f"so the rotator's runs are refused too: run `{COMMAND} --new-identity`, approving with "
+        "an account that may use the service"
     )
 
 

@@ -176,6 +176,10 @@ class RefreshCredential:
     # Who authorized: SHA-256 (hex) of the issuer and the ``sub`` the tokens named; ``None``
     # when unknown (no readable subject, or a credential stored before identities were kept).
     subject_sha256: str | None = None
+    # When the service refused a service token of this authorization (the verification's
+    # 401/403, recorded by the bootstrap); ``None``: never. A token published after it means
+    # the service accepts the credential again.
+    service_refused_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in CREDENTIAL_STATUSES:
@@ -196,6 +200,11 @@ class RefreshCredential:
             "free_trial": self.free_trial,
             # Left out while unknown, so that a document stored without it reads back unchanged.
             **({} if self.subject_sha256 is None else {"subject_sha256": self.subject_sha256}),
+            **(
+                {}
+                if self.service_refused_at is None
+                else {"service_refused_at": to_iso(self.service_refused_at)}
+            ),
         }
 
     @classmethod
@@ -212,6 +221,7 @@ class RefreshCredential:
             reauthorize_by=read.optional_time("reauthorize_by"),
             free_trial=read.boolean("free_trial", False),
             subject_sha256=read.optional_text("subject_sha256"),
+            service_refused_at=read.optional_time("service_refused_at"),
         )
 
 
@@ -276,6 +286,7 @@ _CREDENTIAL_KEYS = frozenset(
         "reauthorize_by",
         "free_trial",
         "subject_sha256",
+        "service_refused_at",
     }
 )
 

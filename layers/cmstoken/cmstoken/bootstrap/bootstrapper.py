@@ -138,11 +138,16 @@ class Bootstrapper:
         )
 
     def status(self, *, deadline: float) -> dict[str, Any]:
-        """The credential's state and any pending authorization: metadata only."""
+        """The credential's state and any pending authorization: metadata only. The credential
+        has ``service_refused_at`` too while the service refuses its tokens (a refusal that no
+        token published since has answered)."""
         secret: RefreshSecret = self.vault.read_refresh(deadline).secret
         published = self.vault.read_published(deadline)
         credential = secret.credential
         pending = secret.pending
+        refused_at = credential.service_refused_at if credential else None
+        if refused_at is not None and published and published.issued_at > refused_at:
+            refused_at = None
         return {
             "credential": {
                 "status": credential.status if credential else "absent",
@@ -152,6 +157,7 @@ class Bootstrapper:
                 "service_token_expires_at": optional_iso(published.expires_at)
                 if published
                 else None,
+                **({} if refused_at is None else {"service_refused_at": to_iso(refused_at)}),
             },
             "pending": None
             if pending is None or pending.expires_at <= self.clock.now()

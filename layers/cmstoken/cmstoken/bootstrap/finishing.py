@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from cmstoken.aws.documents import (
@@ -34,7 +35,7 @@ from cmstoken.bootstrap.states import (
     verification_event,
 )
 from cmstoken.core.clock import Clock
-from cmstoken.core.errors import CmsTokenError, StoreError
+from cmstoken.core.errors import CmsTokenError, StoreError, VerificationFailedError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.rotation.publishing import Publisher
 
@@ -83,9 +84,37 @@ class Finisher:
             published = self.publisher.publish(
                 credential, raw, deadline - WRITE_RESERVE_SECONDS, "bootstrap"
             )
+        except VerificationFailedError as exc:
+            self._record_refusal(credential, exc, deadline)
+            return results.refused_credential(exc)
         except CmsTokenError as exc:
             return results.ending(step(Stage.CREDENTIAL, Event.PUBLISH_FAILED), error=exc)
         return results.authorized(credential, published.expires_at)
+
+    def _record_refusal(
+        self, credential: RefreshCredential, error: VerificationFailedError, deadline: float
+    ) -> None:
+        """Note on the stored credential (if still this authorization) that the service refused
+        its token, so that ``status`` can say so; a failure to write it is only logged."""
+        refused_at = self.clock.now()
+
+        def mark(document: RefreshSecret) -> RefreshSecret | None:
+            stored = document.credential
+            if stored is None or int(stored.authorized_at) != int(credential.authorized_at):
+                return None  # replaced meanwhile: nothing to note
+            return replace(document, credential=replace(stored, service_refused_at=refused_at))
+
+        logger.warning(
+            "new credential's service token refused by the service; not published",
+            extra={"error": str(error), "identity": short_identity(credential.subject_sha256)},
+        )
+        try:
+            self.vault.update_refresh(self.vault.read_refresh(deadline), mark, deadline)
+        except CmsTokenError as exc:
+            logger.warning(
+                "could not record the service's refusal on the credential",
+                extra={"error": str(exc)},
+            )
 
     def finish(
         self,

@@ -19,6 +19,17 @@ _NOT_PUBLISHED = (
     "publishes it on its next run",
 )
 _DISCARDED = "Nothing was changed and the approved tokens were discarded."
+# A new credential whose token the service refused: it stays the stack's credential (and its
+# identity the stack's), but no run can publish a token of it while the service refuses the
+# account, so the way out is another account, which the identity pinning lets in only when
+# allowed.
+REFUSED_CREDENTIAL = (
+    "failed",
+    "authorized and stored, but not published: {error}. The account that approved may not use "
+    "the service, so the rotator's runs are refused too: start again allowing a new identity "
+    '("allow_new_identity": true; cmstoken-admin bootstrap --new-identity), approving with an '
+    "account that may use the service",
+)
 
 # The status and message (``str.format`` fields: ``error``, ``reason``, ``problems``) of the
 # transitions an invocation ends on; the others (start, still pending, published) say more.
@@ -110,6 +121,12 @@ def ending(transition: Transition, **details: object) -> dict[str, Any]:
     if status == _APPROVED:
         return {"status": "pending", "approved": True, "message": text}
     return {"status": status, "message": text}
+
+
+def refused_credential(error: object) -> dict[str, Any]:
+    """The result of a new credential (none was active) whose token the service refused."""
+    status, message = REFUSED_CREDENTIAL
+    return {"status": status, "message": message.format(error=error)}
 
 
 def authorized(credential: RefreshCredential, expires_at: float) -> dict[str, Any]:

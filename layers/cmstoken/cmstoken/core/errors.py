@@ -268,7 +268,8 @@ class ReauthorizationRequiredError(RotationError):
 
 
 class VerificationFailedError(RotationError):
-    """The new service token was refused by the project listing; the old one stays published."""
+    """The new service token was refused by the project listing; whatever was published
+    before stays (the message says whether a token was)."""
 
 
 class InsufficientTimeError(RotationError):

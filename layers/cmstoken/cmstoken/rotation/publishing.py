@@ -14,7 +14,12 @@ from cmstoken.aws.documents import (
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.vault import CredentialVault
 from cmstoken.core.clock import Clock
-from cmstoken.core.errors import TokenRefusedError, TransientError, VerificationFailedError
+from cmstoken.core.errors import (
+    CmsTokenError,
+    TokenRefusedError,
+    TransientError,
+    VerificationFailedError,
+)
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from cmstoken.upstream.service import ServiceClient
 
@@ -73,8 +78,8 @@ class Publisher:
         before_write: Callable[[], None] | None = None,
     ) -> ServiceTokenDocument:
         """Exchange, verify (unless disabled), publish, announce (``Service Token Rotated``).
-        ``VerificationFailedError`` when the service refuses the new token: the previous one
-        stays published. ``before_write`` runs once the token is verified, before it is
+        ``VerificationFailedError`` when the service refuses the new token: what was published
+        before stays. ``before_write`` runs once the token is verified, before it is
         published (the bootstrap promotes a new credential there). A token another writer
         published meanwhile is kept unless it comes from an older authorization."""
         token = self.upstream(
@@ -92,10 +97,7 @@ class Publisher:
                     "verify",
                 )
             except TokenRefusedError as exc:
-                raise VerificationFailedError(
-                    f"the service refused the new service token ({exc}); the previous token "
-                    "stays published"
-                ) from exc
+                raise self._refused(exc, deadline) from exc
         if before_write is not None:
             before_write()
         document = ServiceTokenDocument(
@@ -118,3 +120,24 @@ class Publisher:
                 reason=reason,
             )
         return document
+
+    def _refused(self, error: TokenRefusedError, deadline: float) -> VerificationFailedError:
+        """The error of a new token the service refused, saying what consumers keep: the token
+        published before, or none (a first authorization). Only what was published is read
+        (when this run has not read it yet); a read that fails leaves that out."""
+        published = self.vault.published
+        if published is None:
+            try:
+                published = self.vault.read_published(deadline)
+            except CmsTokenError:
+                return VerificationFailedError(
+                    f"the service refused the new service token ({error})"
+                )
+        kept = (
+            "no service token is published"
+            if published is None
+            else "the previous token stays published"
+        )
+        return VerificationFailedError(
+            f"the service refused the new service token ({error}); {kept}"
+        )

@@ -12,6 +12,10 @@ from cmstoken.cli.admin.invokers import Invoker
 from cmstoken.cli.admin.stack import DeployedStack, StackFunctions
 from cmstoken.cli.admin.status_lines import Line, command, days, epoch, relative, setting
 
+# An active credential whose service token the service refused (the bootstrap function reports
+# ``service_refused_at``): only another account helps.
+REFUSED = "refused"
+
 
 def credential_lines(
     invoker: Invoker, functions: StackFunctions, stack: DeployedStack | None, now: float
@@ -28,6 +32,8 @@ def credential_lines(
         ]
     found = report.get("credential") or {}
     state = str(found.get("status"))
+    if state == "active" and found.get("service_refused_at"):
+        state = REFUSED  # what to do differs: no rotation can publish a token
     lines = [_credential_line(state, found, stack, now)]
     pending = report.get("pending")
     if isinstance(pending, dict):
@@ -55,6 +61,15 @@ def _credential_line(
     if state == "absent":
         text = "absent: the stack was never authorized"
         problems.append(f"not bootstrapped: run `{command(stack)} bootstrap`")
+    elif state == REFUSED:
+        refused_at = found.get("service_refused_at")
+        data["service_refused_at"] = refused_at
+        text = f"active, but the service refused its token at {refused_at}"
+        problems.append(
+            "the service refused the service token of the account that authorized the stack: "
+            f"run `{command(stack)} bootstrap --new-identity`, approving with an account the "
+            "service accepts"
+        )
     elif state != "active":
         problems.append(
             f"authorization required (the identity provider refused the credential): run "
@@ -70,12 +85,12 @@ def _credential_line(
         text += f"; re-authorize by {found['reauthorize_by']} ({days(left)})"
         warning = setting(stack, "ReauthorizationWarningSeconds")
         aging = authorized_at is not None and 0 < warning <= now - authorized_at
-        if state == "active" and (left <= 0 or aging):
+        if state in ("active", REFUSED) and (left <= 0 or aging):
             problems.append(
                 f"re-authorize by {found['reauthorize_by']} ({days(left)}): run "
                 f"`{command(stack)} bootstrap`"
             )
-    elif state == "active":
+    elif state in ("active", REFUSED):
         text += "; no fixed re-authorization date"
     return Line("credential", text, data, problems)
 
@@ -83,8 +98,8 @@ def _credential_line(
 def _token_line(expires: Any, state: str, stack: DeployedStack | None, now: float) -> Line:
     expires_at = epoch(expires)
     if expires_at is None:
-        # A rotation needs an active credential: without one, the credential line's advice
-        # (bootstrap) is the only one that helps.
+        # A rotation needs an active credential whose tokens the service accepts: without
+        # one, the credential line's advice (a bootstrap) is the only one that helps.
         problems = (
             [f"no service token is published: run `{command(stack)} rotate`"]
             if state == "active"
