@@ -519,13 +519,18 @@ def _counted(stack: Stack, metrics: Metrics, prices: Prices) -> Iterator[str]:
     yield from _left_out(stack, prices)
 
 
+# Resources left out at the defaults that cost a fixed amount a month once created.
+MONTHLY_WHEN_CREATED = {"AWS::KMS::Key": "kms_keys", "AWS::SecretsManager::Secret": "secrets"}
+
+
 def _left_out(stack: Stack, prices: Prices) -> Iterator[str]:
-    kms = prices.items["kms_keys"]
-    key = f": +{money(kms.usd / kms.per)} a month when created"
-    described = [
-        f"`{name}` ({kind}{key if kind == 'AWS::KMS::Key' else ''})"
-        for name, kind in sorted(stack.left_out.items())
-    ]
+    def price(kind: str) -> str:
+        if kind not in MONTHLY_WHEN_CREATED:
+            return ""
+        item = prices.items[MONTHLY_WHEN_CREATED[kind]]
+        return f": +{money(item.usd / item.per)} a month when created"
+
+    described = [f"`{name}` ({kind}{price(kind)})" for name, kind in sorted(stack.left_out.items())]
     yield f"- not created at the defaults, so not counted: {', '.join(described)}"
 
 

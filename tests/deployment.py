@@ -11,10 +11,11 @@ and checked by the deploy test:
 - A ``Ref`` to a skipped resource resolves to nothing: the property disappears (an IAM policy
   loses its ``Resource`` and the whole ``CreateStack`` fails as a malformed policy); an
   ``Fn::GetAtt`` to one fails the stack. :class:`Deployer` therefore gives each reference to a
-  resource moto cannot create the value CloudFormation would: a secret is created by the test,
-  empty, under its template name, through Secrets Manager on moto's server (``Ref`` is its ARN;
-  a name another stack holds fails as CreateSecret fails it); other types get a placeholder
-  name and ARN that say ``not-created-by-moto``.
+  resource moto cannot create the value CloudFormation would: a secret is created by the test
+  under its template name, through Secrets Manager on moto's server (``Ref`` is its ARN; a name
+  another stack holds fails as CreateSecret fails it), empty, or holding a value Secrets Manager
+  generates when the template has ``GenerateSecretString``; other types get a placeholder name
+  and ARN that say ``not-created-by-moto``.
 - ``Fn::If`` choosing ``AWS::NoValue`` inside a list leaves a null item where CloudFormation
   removes the item; :func:`without_novalue_items` removes it first.
 - ``AWS::Lambda::LayerVersion`` is created under a generated name (``LayerName`` is ignored)
@@ -90,7 +91,10 @@ def template_differences(source: dict[str, Any], built: dict[str, Any]) -> list[
     license, readme) and ``sam build``'s ``SamResourceId`` metadata are left out."""
 
     def normal(template: dict[str, Any]) -> dict[str, Any]:
-        template = copy.deepcopy(template)
+        # Plain dicts, compared regardless of key order: once SAM CLI is imported (the deploy
+        # docs' test imports it), yaml_parse returns OrderedDicts, which compare in order, and
+        # sam build writes a resource's Metadata keys sorted.
+        template = json.loads(json.dumps(template))
         # sam build rewrites the application's license and readme paths, as it does code paths.
         application = (template.get("Metadata") or {}).get("AWS::ServerlessRepo::Application")
         if isinstance(application, dict):
@@ -254,8 +258,13 @@ def placeholder(resolver: Resolver, logical_id: str, resource_type: str) -> Stan
     return StandIn(logical_id, resource_type, name, {"Arn": arn})
 
 
-def empty_secret(clients: Clients, resolver: Resolver, logical_id: str, resource: Any) -> StandIn:
-    """The secret created empty, by the template's name: the functions read it. ``Ref`` of an
+def secret_stand_in(
+    clients: Clients, resolver: Resolver, logical_id: str, resource: Any
+) -> StandIn:
+    """The secret created by the template's name: the functions read it. Empty, or, with
+    ``GenerateSecretString``, holding a value GetRandomPassword makes with its settings, as
+    CloudFormation has Secrets Manager generate one (GenerateSecretString's properties are
+    GetRandomPassword's, CloudFormation Template Reference). ``Ref`` of an
     ``AWS::SecretsManager::Secret`` is its ARN (CloudFormation Template Reference)."""
     properties = resolver.resolve(resource.get("Properties", {}))
     name = properties.get("Name") or placeholder(resolver, logical_id, resource["Type"]).ref
@@ -263,7 +272,13 @@ def empty_secret(clients: Clients, resolver: Resolver, logical_id: str, resource
     if "Description" in properties:
         arguments["Description"] = properties["Description"]
     try:
-        arn = clients("secretsmanager").create_secret(**arguments)["ARN"]
+        secrets = clients("secretsmanager")
+        generate = properties.get("GenerateSecretString")
+        if generate is not None:
+            if set(generate) & {"SecretStringTemplate", "GenerateStringKey"}:
+                raise NotImplementedError(f"{logical_id}: a generated JSON secret is not modelled")
+            arguments["SecretString"] = secrets.get_random_password(**generate)["RandomPassword"]
+        arn = secrets.create_secret(**arguments)["ARN"]
     except ClientError as error:
         stack = resolver.values["AWS::StackName"]
         raise DeployError(f"stack {stack}: {logical_id} (secret {name!r}): {error}") from error
@@ -271,7 +286,7 @@ def empty_secret(clients: Clients, resolver: Resolver, logical_id: str, resource
 
 
 STAND_INS: dict[str, Callable[[Clients, Resolver, str, Any], StandIn]] = {
-    "AWS::SecretsManager::Secret": empty_secret,
+    "AWS::SecretsManager::Secret": secret_stand_in,
 }
 
 
@@ -596,6 +611,13 @@ NAMESPACES: dict[str, Namespace] = {
         lambda c, pid: c("cloudwatch").describe_alarms(
             AlarmNames=[pid], AlarmTypes=["CompositeAlarm"]
         )["CompositeAlarms"][0]["AlarmName"],
+    ),
+    # "Table names must be unique within each Region" for an account (DynamoDB API Reference,
+    # CreateTable, TableName).
+    "AWS::DynamoDB::Table": Namespace(
+        "DynamoDB tables of the account and Region",
+        "TableName",
+        lambda c, pid: c("dynamodb").describe_table(TableName=pid)["Table"]["TableName"],
     ),
 }
 

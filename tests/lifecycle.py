@@ -4,8 +4,9 @@ refresh credential's resource policy, which moto's CloudFormation does not creat
 items 8 and 9).
 
 ``deployment`` creates each stack as in the deploy test: moto creates what it can (functions,
-roles, queues, ...), and each secret is created empty under its template name through Secrets
-Manager, a stand-in whose ARN every reference receives. moto's CloudFormation updates and deletes
+roles, queues, ...), and each secret is created under its template name through Secrets Manager
+(empty, or holding a generated value: the link signing key), a stand-in whose ARN every reference
+receives. moto's CloudFormation updates and deletes
 what it created, but it never sees the secrets, so this module does to them, around each
 ``UpdateStack`` and ``DeleteStack``, what CloudFormation's documents say it does:
 
@@ -61,11 +62,11 @@ from deployment import (
     StandIn,
     constraint_problem,
     describe_deployed,
-    empty_secret,
     moto_can_create,
     placeholder,
     pseudo_parameters,
     sam_transform,
+    secret_stand_in,
     settled,
     stack_parameters,
     substitute,
@@ -380,7 +381,7 @@ class Lifecycle:
     # --- calls -------------------------------------------------------------------------
 
     def _create_secret(self, resolver: Resolver, logical_id: str, resource: Any) -> StandIn:
-        return empty_secret(self.clients, resolver, logical_id, resource)
+        return secret_stand_in(self.clients, resolver, logical_id, resource)
 
     def _put_policy(self, resolver: Resolver, resource: Any) -> None:
         """The policy on its secret, as PutResourcePolicy takes it (the roles' ARNs stand as

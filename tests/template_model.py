@@ -30,6 +30,8 @@ NAMELESS = frozenset(
         "AWS::KMS::Key",
         "AWS::Lambda::Permission",
         "AWS::Lambda::EventInvokeConfig",
+        "AWS::Lambda::Url",
+        "AWS::IAM::RolePolicy",
         "AWS::SecretsManager::ResourcePolicy",
         "AWS::SNS::TopicPolicy",
         "AWS::SNS::Subscription",

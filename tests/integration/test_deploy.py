@@ -50,36 +50,52 @@ BUCKET = "cmstoken-deploy-artifacts"
 # resolve (RFC 2606): a function that tried to reach it would fail, and the audit shows it.
 SERVICE_BASE_URL = "https://cms.example.invalid"
 # Values offered for the template's parameters: the required base URL, and every optional
-# resource switched on. Offers for parameters the template no longer declares are dropped.
+# resource switched on (one-click re-authorization too: tests/integration/test_deploy_one_click.py
+# looks at what it adds). Offers for parameters the template no longer declares are dropped.
 OFFERED = {
     "ServiceBaseUrl": SERVICE_BASE_URL,
     "DeployExampleConsumer": "true",
     "AlarmEmail": "ops@example.com",
     "AlarmTopicKmsKey": "create",
+    "OneClickReauthorization": "true",
 }
 
 TEMPLATE_TESTS = "tests/unit/template/test_template.py"
 RULES_TESTS = "tests/unit/template/test_template_rules.py"
 NAMES_RULE = f"{RULES_TESTS}::test_names_in_shared_namespaces_carry_the_stack_name"
+ONE_CLICK_TESTS = "tests/unit/template/test_one_click.py"
+IAM_TESTS = "tests/unit/template/test_iam_roles.py"
 # Resource types moto's CloudFormation does not create (it has no model for them), each with
 # the template assertions that cover it instead: its configuration, and the name rule that keeps
 # two stacks apart. A type moto learns to create, or a new type it cannot, fails the test below.
 NOT_CREATED_BY_MOTO: dict[str, tuple[str, ...]] = {
     "AWS::SecretsManager::Secret": (
         f"{TEMPLATE_TESTS}::test_both_secrets_are_created_empty",
+        f"{ONE_CLICK_TESTS}::test_the_signing_key_is_generated_and_goes_with_the_stack",
         NAMES_RULE,
     ),
     "AWS::SecretsManager::ResourcePolicy": (
         f"{TEMPLATE_TESTS}::test_only_the_products_functions_may_read_the_refresh_credential",
+        f"{ONE_CLICK_TESTS}::test_the_signing_keys_policy_denies_reading_to_all_but_the_links_role",
         f"{RULES_TESTS}::test_resource_policies_name_their_resource",
     ),
     "AWS::Scheduler::Schedule": (
         f"{TEMPLATE_TESTS}::test_the_schedule_retries_and_dead_letters",
+        f"{ONE_CLICK_TESTS}::test_the_daily_reminder_asks_the_links_function_to_remind",
         NAMES_RULE,
         f"{RULES_TESTS}::test_the_schedule_name_fits_for_a_stack_name_of_56_characters",
     ),
     "AWS::Lambda::EventInvokeConfig": (
         f"{TEMPLATE_TESTS}::test_failed_asynchronous_invocations_go_to_the_dead_letter_queue",
+        f"{ONE_CLICK_TESTS}::test_the_bootstraps_asynchronous_outcomes_go_to_the_links_function_unretried",
+    ),
+    "AWS::Lambda::Url": (
+        f"{ONE_CLICK_TESTS}::test_the_function_url_is_public_buffered_and_without_cors",
+    ),
+    "AWS::IAM::RolePolicy": (
+        f"{IAM_TESTS}::test_each_role_policy_grants_exactly_its_table",
+        f"{ONE_CLICK_TESTS}::test_the_links_role_grants_exactly_its_contract",
+        f"{ONE_CLICK_TESTS}::test_the_bootstrap_may_invoke_only_the_links_function",
     ),
     "AWS::SQS::QueuePolicy": (
         f"{RULES_TESTS}::test_resource_policies_name_their_resource",
@@ -243,8 +259,10 @@ def _covering_module(path: str) -> Any:
         assert spec is not None
         assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        # Registered before it runs, as importlib's recipe does: a dataclass in it looks its
+        # module up there.
         sys.modules[name] = module
+        spec.loader.exec_module(module)
     return sys.modules[name]
 
 

@@ -80,7 +80,9 @@ def test_what_is_counted_is_what_the_template_creates() -> None:
     assert sum(stack.alarms.values()) == len(of_type(resources, "AWS::CloudWatch::Alarm"))
     assert set(stack.composite_alarms) == set(of_type(resources, "AWS::CloudWatch::CompositeAlarm"))
     assert set(stack.dashboards) == set(of_type(resources, "AWS::CloudWatch::Dashboard"))
-    assert set(stack.secrets) == set(of_type(resources, "AWS::SecretsManager::Secret"))
+    secrets = of_type(resources, "AWS::SecretsManager::Secret")
+    assert set(stack.secrets) == {name for name, s in secrets.items() if "Condition" not in s}
+    assert {name for name, s in secrets.items() if "Condition" in s} <= set(stack.left_out)
     memory = source()["Globals"]["Function"]["MemorySize"]
     assert stack.rotator.memory_mb == memory
     retention = source()["Parameters"]["LogRetentionDays"]["Default"]
@@ -94,6 +96,27 @@ def test_an_alarm_whose_condition_is_false_is_not_counted() -> None:
     assert "RefreshFamilyAgingAlarm" not in stack.alarms
     assert "RefreshFamilyAgingAlarm" in stack.left_out
     assert costs(changed)["Alarms"] == pytest.approx(costs(template())["Alarms"] - 0.10)
+
+
+def test_one_click_reauthorization_is_left_out_at_the_defaults_with_the_secrets_price() -> None:
+    """OneClickReauthorization is off by default: its resources are named as not created, the
+    signing key secret with what it would add a month."""
+    assert source()["Parameters"]["OneClickReauthorization"]["Default"] == "false"
+    stack = cost.stack_at(source(), DEFAULT)
+    one_click = {
+        name: r["Type"]
+        for name, r in source()["Resources"].items()
+        if r.get("Condition") == "OneClickEnabled"
+    }
+    assert "LinksFunction" in one_click
+    assert one_click.items() <= stack.left_out.items()
+    assert "LinkSigningKeySecret" not in stack.secrets
+    assert stack.rotator.name == "RotatorFunction"
+    text = cost.render(source(), PRICES, OBSERVABILITY_SOURCE)
+    assert "`LinkSigningKeySecret` (AWS::SecretsManager::Secret: +$0.40 a month when created)" in (
+        text
+    )
+    assert "`AlarmTopicKey` (AWS::KMS::Key: +$1.00 a month when created)" in text
 
 
 def test_an_added_alarm_adds_its_price() -> None:

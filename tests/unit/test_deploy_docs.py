@@ -147,6 +147,7 @@ SAR_RESOURCE_POLICY = {
     "AWS::SNS::TopicPolicy",
 }
 NAME_PROPERTIES = {"RoleName", "ManagedPolicyName", "GroupName", "UserName", "InstanceProfileName"}
+ROLE_POLICY = {"AWS::IAM::RolePolicy"}
 
 
 def deploy_section(heading: str) -> str:
@@ -162,7 +163,9 @@ def test_the_capabilities_named_are_the_ones_the_template_needs() -> None:
     assert "AWS::IAM::ManagedPolicy" in types
     for resource in resources.values():
         if resource["Type"].startswith("AWS::IAM::"):
-            assert not NAME_PROPERTIES & set(resource.get("Properties", {}))
+            # An AWS::IAM::RolePolicy's RoleName names the role it is put on, not a new name.
+            names = NAME_PROPERTIES - ({"RoleName"} if resource["Type"] in ROLE_POLICY else set())
+            assert not names & set(resource.get("Properties", {}))
     assert "AWS::Serverless::Application" not in template_model.source()["Resources"]
     assert "**`CAPABILITY_IAM`**" in text
     # CAPABILITY_RESOURCE_POLICY: the repository's list, as the template holds it.

@@ -99,8 +99,14 @@ def test_functions_get_the_contract_environment(resources: dict[str, Any]) -> No
 
 
 def test_both_secrets_are_created_empty(resources: dict[str, Any]) -> None:
-    secrets = of_type(resources, "AWS::SecretsManager::Secret")
+    """The two secrets of the credential; the only other secret is the links' signing key
+    (OneClickReauthorization), which Secrets Manager generates (test_one_click.py)."""
+    found = of_type(resources, "AWS::SecretsManager::Secret")
+    secrets = {name: s for name, s in found.items() if "Condition" not in s}
     assert set(secrets) == {"RefreshCredentialSecret", "ServiceTokenSecret"}
+    assert {name: s["Condition"] for name, s in found.items() if name not in secrets} == {
+        "LinkSigningKeySecret": "OneClickEnabled"
+    }
     for secret in secrets.values():
         assert "SecretString" not in secret["Properties"]
         assert "GenerateSecretString" not in secret["Properties"]

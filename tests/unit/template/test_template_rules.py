@@ -48,6 +48,8 @@ NAMED = {
     "AWS::Events::Rule": ("Name", "region"),
     "AWS::CloudWatch::Alarm": ("AlarmName", "region"),
     "AWS::CloudWatch::CompositeAlarm": ("AlarmName", "region"),
+    # Table names are unique in the account and Region (DynamoDB API Reference, CreateTable).
+    "AWS::DynamoDB::Table": ("TableName", "region"),
 }
 ALARM_TYPES = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
 
@@ -61,6 +63,7 @@ def variants() -> dict[str, dict[str, str]]:
             KmsKeyArn=GIVEN_KEY,
             AlarmEmail="ops@example.com",
             DeployExampleConsumer="true",
+            OneClickReauthorization="true",
         ),
     }
 
@@ -159,13 +162,17 @@ def test_names_in_shared_namespaces_carry_the_stack_name(variant: str) -> None:
 
 def test_the_schedule_name_fits_for_a_stack_name_of_56_characters() -> None:
     """Schedule names are 1 to 64 characters of ``[0-9a-zA-Z-_.]`` (EventBridge Scheduler API
-    reference, CreateSchedule, Name); the README limits stack names to 56 characters."""
-    resolver = Resolver(parameter_values())
+    reference, CreateSchedule, Name); the README limits stack names to 56 characters. Every
+    schedule: the rotator's, and the links' reminder (OneClickReauthorization)."""
+    resolver = Resolver(variants()["everything"])
     resolver.values["AWS::StackName"] = "s" * 56
-    (schedule,) = of_type(transformed()["Resources"], "AWS::Scheduler::Schedule").values()
-    name = resolver.resolve(schedule["Properties"])["Name"]
-    assert len(name) <= 64
-    assert name.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    schedules = of_type(transformed()["Resources"], "AWS::Scheduler::Schedule").values()
+    assert len(schedules) == 2
+    for schedule in schedules:
+        assert resolver.present(schedule)
+        name = resolver.resolve(schedule["Properties"])["Name"]
+        assert len(name) <= 64, name
+        assert name.replace("-", "").replace("_", "").replace(".", "").isalnum()
 
 
 @pytest.mark.parametrize("variant", ["defaults", "everything"])
