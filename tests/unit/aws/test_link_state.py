@@ -148,3 +148,12 @@ def test_a_missing_table_is_an_access_error(client: Any) -> None:
         LinkState("no-such-table", client).claim_notice("n", now=NOW, every=DAY)
     with pytest.raises(LinkStateAccessError, match="ResourceNotFoundException"):
         LinkState("no-such-table", client).was_used(NONCE)
+
+
+def test_a_released_notice_can_be_claimed_again_but_not_a_later_claim(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    assert state.claim_notice("n", now=NOW, every=DAY) is True
+    state.release_notice("n", sent_at=NOW)
+    assert state.claim_notice("n", now=NOW + 1, every=DAY) is True
+    state.release_notice("n", sent_at=NOW)  # an older claim's release: the newer one stays
+    assert state.claim_notice("n", now=NOW + 2, every=DAY) is False

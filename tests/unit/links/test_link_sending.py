@@ -10,8 +10,9 @@ import logging
 from typing import Any
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
-from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.errors import ConfigurationError, TopicError
 from cmstoken.core.settings import LinksSettings
 from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
@@ -194,3 +195,19 @@ def test_the_settings_name_every_missing_variable_at_once() -> None:
         }
     )
     assert (settings.warning_seconds, settings.starts_per_hour) == (432_000, 6)
+
+
+def test_a_notice_that_could_not_be_sent_is_sent_by_the_retry(world: World) -> None:
+    """A failed publish gives the day's claim back, so Lambda's retry of the invocation sends
+    the notice instead of finding it 'already sent'."""
+    world.bootstrap.status = "absent"
+
+    def refuse(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://sns")
+
+    world.portal.topic.client.meta.events.register("before-call.sns.Publish", refuse)
+    with pytest.raises(TopicError):
+        notices(world).remind(NOW)
+    world.portal.topic.client.meta.events.unregister("before-call.sns.Publish", refuse)
+    assert notices(world).remind(NOW + 5) == "not_bootstrapped: sent"
+    assert [m["kind"] for m in world.messages()] == ["never-bootstrapped"]

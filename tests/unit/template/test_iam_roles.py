@@ -229,7 +229,12 @@ ROLES["LinksRole"] = Role(
             {
                 "Sid": "KeepTheLinkState",
                 "Effect": "Allow",
-                "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                "Action": [
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
                 "Resource": arn("LinksTable"),
             },
             {

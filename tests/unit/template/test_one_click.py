@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from cmstoken.core.settings import LinksSettings
 from template_model import (
     Resolver,
     as_list,
@@ -209,6 +210,7 @@ def test_the_function_is_bounded_and_configured_by_the_contract() -> None:
     assert function["LoggingConfig"] == {"LogGroup": "<LinksLogGroup>"}
     variables = function["Environment"]["Variables"]
     own = {
+        "STACK_NAME": "cmstoken-prod",
         "LINKS_KEY_SECRET_ID": "<LinkSigningKeySecret>",
         "LINKS_TABLE": "<LinksTable>",
         "BOOTSTRAP_FUNCTION_NAME": "<BootstrapFunction>",
@@ -219,6 +221,8 @@ def test_the_function_is_bounded_and_configured_by_the_contract() -> None:
     assert {key: variables.get(key) for key in own} == own
     shared = source()["Globals"]["Function"]["Environment"]["Variables"]
     assert set(variables) == set(own) | set(shared)  # besides Globals, nothing
+    settings = LinksSettings.from_environ(variables)  # what the function reads, all there
+    assert (settings.stack_name, settings.starts_per_hour) == ("cmstoken-prod", 6)
     warning = links_function(ReauthorizationWarningSeconds=0)["Environment"]["Variables"]
     assert warning["REAUTHORIZATION_WARNING_SECONDS"] == "0"  # control: the parameter's
     assert source()["Resources"]["LinksFunction"]["Properties"]["CodeUri"] == "functions/links/"
@@ -323,7 +327,7 @@ def links_role_grants(**parameters: Any) -> dict[str, tuple[set[str], set[str]]]
 LINKS_ROLE = {
     "ReadTheLinkSigningKey": ({"secretsmanager:GetSecretValue"}, {"<LinkSigningKeySecret>"}),
     "KeepTheLinkState": (
-        {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
         {"<LinksTable.Arn>"},
     ),
     "AskTheBootstrap": ({"lambda:InvokeFunction"}, {"<BootstrapFunction.Arn>"}),

@@ -98,6 +98,17 @@ class LinkState:
             },
         )
 
+    def release_notice(self, need: str, *, sent_at: int) -> None:
+        """Give back the notice of ``need`` claimed at ``sent_at`` (it could not be sent), so
+        that a retry sends it; a later claim is left alone."""
+        self._write(
+            "delete_item",
+            Key={KEY: {"S": "notice#" + need}},
+            ConditionExpression="#sent = :sent",
+            ExpressionAttributeNames={"#sent": "sent_at"},
+            ExpressionAttributeValues={":sent": _n(sent_at)},
+        )
+
     def count_start(self, *, now: int, limit: int) -> bool:
         """Count one authorization started from a link in the current hour; ``False`` (nothing
         counted) when ``limit`` were started already."""

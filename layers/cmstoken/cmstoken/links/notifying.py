@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cmstoken.core.errors import CmsTokenError
 from cmstoken.links import messages, tokens
 from cmstoken.links.stack import Stack
 from cmstoken.links.stack_state import Need, StackState
@@ -33,6 +34,8 @@ class NoticePortal(Protocol):
 
     def claim_notice(self, need: str, now: int, every: int) -> bool: ...
 
+    def release_notice(self, need: str, now: int) -> None: ...
+
     def publish(self, request: messages.PublishRequest) -> str: ...
 
     def nonce(self) -> bytes: ...
@@ -56,8 +59,17 @@ class Notices:
             return "nothing needed"
         if state.pending_at(now) is not None:
             return "an authorization is pending"
-        if not self.portal.claim_notice(f"{need.value}#{state.binding}", now, DAY):
+        claim = f"{need.value}#{state.binding}"
+        if not self.portal.claim_notice(claim, now, DAY):
             return f"{need.value}: already sent today"
+        try:
+            self._send_need(need, state, now)
+        except CmsTokenError:
+            self.portal.release_notice(claim, now)  # not sent: Lambda's retry sends it
+            raise
+        return f"{need.value}: sent"
+
+    def _send_need(self, need: Need, state: StackState, now: int) -> None:
         link = self.link(state, now)
         notice: messages.Notice
         if need is Need.NOT_BOOTSTRAPPED:
@@ -70,7 +82,6 @@ class Notices:
         else:
             notice = messages.WarningWindow(link=link, deadline=state.reauthorize_by or now)
         self.portal.publish(messages.publish_request(self.portal.stack, notice))
-        return f"{need.value}: sent"
 
     def outcome(self, result: Any, now: int) -> str:
         """Report what the background poll ended with; poll again while the authorization it

@@ -74,6 +74,9 @@ class AwsPortal:
     def claim_notice(self, need: str, now: int, every: int) -> bool:
         return self.table.claim_notice(need, now=now, every=every)
 
+    def release_notice(self, need: str, now: int) -> None:
+        self.table.release_notice(need, sent_at=now)
+
     def publish(self, request: PublishRequest) -> str:
         return self.topic.publish(
             subject=request["Subject"],
