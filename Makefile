@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
-.PHONY: help venv lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
+.PHONY: help venv browser lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,23 @@ $(STAMP): $(DEPS) pyproject.toml
 
 venv: $(STAMP) ## Create .venv/ with the pinned dependencies
 
+# The browser test (tests/integration/links/test_browser.py) drives Debian's Chromium through
+# Debian's ChromeDriver (same version, from the same source package): a test tool's download of
+# its own browser is no part of a check. apt-get update runs only when the lists lack them.
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+
+browser: ## Debian's chromium and chromium-driver for the browser test (apt-get, when missing)
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+	  echo "installing Debian's chromium and chromium-driver with apt-get (the browser test drives $(CHROMIUM) through $(CHROMEDRIVER))"; \
+	  sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	  install () { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium chromium-driver >"$$log" 2>&1; }; \
+	  apt-cache show chromium chromium-driver >/dev/null 2>&1 || $$sudo apt-get update -qq; \
+	  install || { $$sudo apt-get update -qq && install; } || { cat "$$log" >&2; exit 1; }; \
+	fi
+
 lint: $(STAMP) ## ruff (lint and format check) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -48,7 +65,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 unit: $(STAMP) ## Unit tests (no sockets)
 	$(BIN)/pytest -q tests/unit
 
-integration: $(STAMP) ## Integration tests (emulator and moto server on 127.0.0.1)
+integration: $(STAMP) browser ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
 	$(BIN)/pytest -q tests/integration
 
 template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml
@@ -74,7 +91,7 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
 	$(BIN)/python scripts/build_consumer.py dist
 
-test: lint template build ## Every check: lint, types, template, build, unit and integration tests (explore included)
+test: lint template build browser ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	$(BIN)/pytest -q tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the

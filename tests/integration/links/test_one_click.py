@@ -7,135 +7,15 @@ refusals leave both secrets byte for byte as they were."""
 from __future__ import annotations
 
 import json
-import re
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
-from cmstoken.aws.link_state import KEY
-from cmstoken.cli.admin.invokers import LocalInvoker
-from function_url import FunctionUrl
-from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
-from local_stack import LambdaEndpoint
-from support import load_handler
+from harness import REFRESH_SECRET, secret_values
+from links_harness import CODE, OneClick, scan, secrets_now
 
 pytestmark = pytest.mark.integration
-
-ACCOUNT, REGION = "123456789012", "us-east-1"
-CODE = re.compile(r'<p class="code">([A-Z0-9-]+)</p>')
-PROOF = re.compile(r'name="proof" value="([^"]+)"')
-
-
-def context(function: str) -> Any:
-    return SimpleNamespace(
-        function_name=function,
-        function_version="$LATEST",
-        memory_limit_in_mb=256,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}",
-        aws_request_id=f"test-{time.monotonic_ns()}",
-        get_remaining_time_in_millis=lambda: 30_000,
-    )
-
-
-@dataclass
-class OneClick:
-    stack: Stack
-    url: FunctionUrl
-    endpoint: LambdaEndpoint
-    invoker: LocalInvoker
-    sqs: Any
-    queue: str
-
-    def notices(self, wait: float = 10) -> list[dict[str, Any]]:
-        """The notices the topic delivered to the queue (their facts), waiting for one."""
-        deadline = time.monotonic() + wait
-        while True:
-            found = self.sqs.receive_message(
-                QueueUrl=self.queue, MaxNumberOfMessages=10, WaitTimeSeconds=1
-            ).get("Messages", [])
-            if found or time.monotonic() > deadline:
-                return [json.loads(json.loads(m["Body"])["Message"]) for m in found]
-
-    def local(self, link: str) -> str:
-        """The notice's link, reached at the local function URL."""
-        return self.url.base_url + "/l/" + link.rsplit("/l/", 1)[1]
-
-    def press(self, link: str) -> requests.Response:
-        """What a browser does: open the link, then press its button."""
-        page = requests.get(self.local(link), timeout=30)
-        assert page.status_code == 200, page.text
-        proof = PROOF.search(page.text)
-        assert proof is not None
-        return requests.post(
-            self.local(link),
-            data={"proof": proof[1]},
-            headers={"Origin": self.url.base_url, "Sec-Fetch-Site": "same-origin"},
-            timeout=30,
-        )
-
-
-@pytest.fixture
-def one_click(server_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[OneClick]:
-    secrets, dynamodb = boto3.client("secretsmanager"), boto3.client("dynamodb")
-    sns, sqs = boto3.client("sns"), boto3.client("sqs")
-    key = secrets.create_secret(Name="cmstoken/link-signing-key", SecretString="k3Y" * 22)
-    dynamodb.create_table(
-        TableName="links",
-        AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    topic = sns.create_topic(Name="alarms")["TopicArn"]
-    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn["Attributes"]["QueueArn"])
-    for name, value in {
-        "STACK_NAME": "cmstoken-prod",
-        "LINKS_KEY_SECRET_ID": key["ARN"],
-        "LINKS_TABLE": "links",
-        "BOOTSTRAP_FUNCTION_NAME": "bootstrap",
-        "ALARM_TOPIC_ARN": topic,
-        "REAUTHORIZATION_WARNING_SECONDS": "432000",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    links = load_handler("links")
-    invoker = LocalInvoker(
-        {"bootstrap": load_handler("bootstrap"), "links": links},
-        timeout_seconds={"bootstrap": 900, "links": 30},
-        region=REGION,
-        account=ACCOUNT,
-    )
-    with FunctionUrl(links, region=REGION, context_factory=lambda _: context("links")) as url:
-        endpoint = LambdaEndpoint(
-            invoker,
-            ("bootstrap", "links"),
-            destinations={"bootstrap": "links"},
-            urls={"links": url.origin + "/"},
-        ).start()
-        monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
-        try:
-            yield OneClick(server_stack, url, endpoint, invoker, sqs, queue)
-        finally:
-            endpoint.stop()
-
-
-def secrets_now(stack: Stack) -> dict[str, Any]:
-    found = {}
-    for secret in (REFRESH_SECRET, SERVICE_SECRET):
-        try:
-            found[secret] = stack.secretsmanager.get_secret_value(SecretId=secret)
-        except stack.secretsmanager.exceptions.ResourceNotFoundException:  # no value yet
-            found[secret] = None
-        else:
-            found[secret].pop("ResponseMetadata")
-    return found
 
 
 def test_one_click_from_the_notice_to_an_authorized_stack(one_click: OneClick) -> None:
@@ -148,11 +28,10 @@ def test_one_click_from_the_notice_to_an_authorized_stack(one_click: OneClick) -
     link = notice["link"]
     assert link.startswith(one_click.url.origin + "/l/")
 
-    # a mail scanner and a chat unfurler fetch the link first: nothing changes
+    # a mail scanner and a chat unfurler fetch every link in the message first: nothing changes
     before = secrets_now(stack)
-    for _ in range(3):
-        assert requests.get(one_click.local(link), timeout=30).status_code == 200
-        assert requests.head(one_click.local(link), timeout=30).status_code == 200
+    (message,) = one_click.published()
+    assert scan(one_click, message) == [link]
     assert secrets_now(stack) == before
     assert before[REFRESH_SECRET] is None  # still empty: not bootstrapped
 
