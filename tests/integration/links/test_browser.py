@@ -148,22 +148,6 @@ def errors(browser: Chrome) -> list[str]:
     return [entry["message"] for entry in logged(browser, "browser") if entry["level"] == "SEVERE"]
 
 
-# With "Referrer-Policy: no-referrer" on the link's page, a browser sends "Origin: null" with the
-# page's own form POST (Fetch, "append a request Origin header": no-referrer serializes the
-# origin as null), and the links function refuses a POST from an Origin not its own: in a real
-# browser the button answers "Refused: the request came from another site". "same-origin" keeps
-# the link out of other sites' Referer just as well and lets the browser send its origin. Until
-# the pages change, this test is expected to fail at the button (strict: it fails as soon as
-# the POST goes through some other way, so that this mark goes too).
-ORIGIN_NULL = HEADERS["Referrer-Policy"] == "no-referrer"
-
-
-@pytest.mark.xfail(
-    ORIGIN_NULL,
-    reason="Referrer-Policy: no-referrer makes the browser's POST carry Origin: null",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_person_reauthorizes_in_a_browser_after_scanners_fetched_the_link(
     one_click: OneClick,
     person_paced: PersonPacedClock,

@@ -13,12 +13,16 @@ import pytest
 import requests
 
 from harness import REFRESH_SECRET, secret_values
-from links_harness import CODE, OneClick, scan, secrets_now
+from links_harness import CODE, OneClick, PersonPacedClock, scan, secrets_now
 
 pytestmark = pytest.mark.integration
 
 
-def test_one_click_from_the_notice_to_an_authorized_stack(one_click: OneClick) -> None:
+def test_one_click_from_the_notice_to_an_authorized_stack(
+    one_click: OneClick, person_paced: PersonPacedClock
+) -> None:
+    """The person approves after the button; the background poll keeps real time meanwhile
+    (``person_paced``), as it would in Lambda."""
     stack = one_click.stack
     assert one_click.invoker.invoke("links", {"action": "remind"}) == {
         "done": "not_bootstrapped: sent"

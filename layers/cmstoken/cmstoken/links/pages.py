@@ -2,7 +2,7 @@
 to happen, and one button), the started authorization (the user code to compare, and the way
 on to the identity provider), and a page for each refusal. Pure: every value is escaped here,
 and every page goes out with headers that keep it out of caches, frames, other origins'
-scripts and the ``Referer`` of the page it leads to (the link is in the address)."""
+scripts and other sites' ``Referer`` (the link is in the address)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
 HEADERS = {
     "Content-Type": "text/html; charset=utf-8",
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    # The link is in the address: no other site may see it in a Referer. "no-referrer" would
+    # also make the browser send "Origin: null" with the page's own POST (Fetch standard),
+    # which the same-origin check refuses (the browser test found it).
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": (
