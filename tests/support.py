@@ -657,3 +657,59 @@ def check_aws_command(words: list[str], *, supplied: Iterable[str] = ()) -> None
         given.add(kebab[option])
     missing = set(shape.required_members) - given
     assert not missing, f"{' '.join(words)}: missing {missing}"
+
+
+def run_admin(*argv: str, env: Mapping[str, str]) -> Any:
+    """``cmstoken-admin`` (the venv's console script) in a subprocess, no standard input."""
+    import subprocess
+
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "cmstoken-admin"), *argv],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def isolated_aws_env(directory: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without its AWS settings but ``AWS_ENDPOINT_URL`` (moto's
+    server), with test credentials, no AWS configuration files (they would be in
+    ``directory``), no instance metadata, and ``extra``."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AWS_") or key == "AWS_ENDPOINT_URL"
+    }
+    env.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_CONFIG_FILE=str(directory / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(directory / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+        **extra,
+    )
+    return env
+
+
+def client_error(code: str, status: int = 400, operation: str = "Op") -> Any:
+    """The ``ClientError`` botocore raises for an AWS answer with ``code`` and ``status``."""
+    from botocore.exceptions import ClientError
+
+    answer: Any = {
+        "Error": {"Code": code, "Message": "m"},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+    return ClientError(answer, operation)
+
+
+def fail_with(client: Any, operation: str, error: Exception) -> None:
+    """Make ``client``'s calls of ``operation`` (e.g. ``PutItem``) raise ``error``."""
+
+    def raise_it(**_: Any) -> None:
+        raise error
+
+    service = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register(f"before-call.{service}.{operation}", raise_it)

@@ -5,11 +5,9 @@ AWS error ends in one line on standard error, never a traceback."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,39 +17,15 @@ from typing import Any
 import boto3
 import pytest
 
+from support import isolated_aws_env, run_admin
+
 pytestmark = pytest.mark.integration
-
-ADMIN = Path(sys.executable).parent / "cmstoken-admin"
-
-
-def run_admin(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ADMIN), *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 @pytest.fixture
 def aws_env(moto_server: str, tmp_path: Path) -> dict[str, str]:
     """Credentials and moto's endpoint, no region, no AWS configuration files."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("AWS_") or key == "AWS_ENDPOINT_URL"
-    }
-    env.update(
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_CONFIG_FILE=str(tmp_path / "none"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    return env
+    return isolated_aws_env(tmp_path)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -5,50 +5,23 @@ secret and on one with one-click re-authorization off. The key never reaches the
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import boto3
 import pytest
 
+from support import isolated_aws_env, run_admin
+
 pytestmark = pytest.mark.integration
 
-ADMIN = Path(sys.executable).parent / "cmstoken-admin"
 REGION = "eu-west-1"
-
-
-def run_admin(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ADMIN), *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 @pytest.fixture
 def aws_env(moto_server: str, tmp_path: Path) -> dict[str, str]:
     """Credentials, moto's endpoint and a region; no AWS configuration files."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("AWS_") or key == "AWS_ENDPOINT_URL"
-    }
-    env.update(
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_CONFIG_FILE=str(tmp_path / "none"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-        AWS_EC2_METADATA_DISABLED="true",
-        AWS_REGION=REGION,
-    )
-    return env
+    return isolated_aws_env(tmp_path, AWS_REGION=REGION)
 
 
 def deploy(name: str, one_click: str, secret_arn: str) -> None:

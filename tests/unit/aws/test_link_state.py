@@ -15,6 +15,7 @@ from moto import mock_aws
 
 from cmstoken.aws.link_state import KEY, TTL, LinkState, link_key
 from cmstoken.core.errors import LinkStateAccessError, LinkStateError, LinkStateUnavailableError
+from support import client_error, fail_with
 
 TABLE = "links"
 NOW = 1_795_000_000
@@ -100,21 +101,6 @@ def test_starts_are_counted_up_to_the_limit_in_each_hour(client: Any) -> None:
     ]
     assert state.count_start(now=hour + 3600, limit=3) is True  # the next hour
     assert items(client)[f"start#{hour}"]["started"] == {"N": "3"}
-
-
-def fail_with(client: Any, operation: str, error: Exception) -> None:
-    def raise_it(**_: Any) -> None:
-        raise error
-
-    client.meta.events.register(f"before-call.dynamodb.{operation}", raise_it)
-
-
-def client_error(code: str, status: int = 400) -> ClientError:
-    response: Any = {
-        "Error": {"Code": code, "Message": "m"},
-        "ResponseMetadata": {"HTTPStatusCode": status},
-    }
-    return ClientError(response, "Op")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
 from cmstoken.aws.secrets import SecretStore, next_version_id
@@ -19,6 +19,7 @@ from cmstoken.core.errors import (
     StoreUnavailableError,
     VersionConflictError,
 )
+from support import client_error, fail_with
 
 
 @pytest.fixture
@@ -27,21 +28,6 @@ def client(aws_credentials: None) -> Iterator[Any]:
         client = boto3.client("secretsmanager")
         client.create_secret(Name="s")
         yield client
-
-
-def fail_with(client: Any, operation: str, error: Exception) -> None:
-    def raise_it(**_: Any) -> None:
-        raise error
-
-    client.meta.events.register(f"before-call.secrets-manager.{operation}", raise_it)
-
-
-def client_error(code: str, status: int = 400) -> ClientError:
-    response: Any = {
-        "Error": {"Code": code, "Message": "m"},
-        "ResponseMetadata": {"HTTPStatusCode": status},
-    }
-    return ClientError(response, "Op")
 
 
 def test_an_empty_secret_reads_as_no_value(client: Any) -> None:

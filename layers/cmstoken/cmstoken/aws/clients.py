@@ -54,3 +54,35 @@ def client(
             retries={"mode": "standard", "total_max_attempts": max_attempts},
         ),
     )
+
+
+# Answers that say "try again": throttling and AWS-side trouble, whatever the service.
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "InternalServiceError",
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceException",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+
+
+def failure(exc: Exception, transient: frozenset[str] = TRANSIENT_CODES) -> tuple[str, bool]:
+    """What a failed call says: its AWS error code (botocore's exception name when no answer
+    came) and whether the same call may succeed later (no answer, a 5xx, or a code in
+    ``transient``)."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return type(exc).__name__, True
+    code = str(exc.response.get("Error", {}).get("Code") or "Unknown")
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code, code in transient or status >= 500

@@ -20,13 +20,7 @@ if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
 
 _TRANSIENT_CODES = frozenset(
-    {
-        "TooManyRequestsException",
-        "ServiceException",
-        "ResourceNotReadyException",
-        "ResourceConflictException",
-        "EC2ThrottledException",
-    }
+    {"ResourceNotReadyException", "ResourceConflictException", "EC2ThrottledException"}
 )
 
 
@@ -90,12 +84,6 @@ class FunctionCaller:
 
 def function_error(exc: ClientError | BotoCoreError, function: str) -> FunctionCallError:
     """The ``FunctionCallError`` type of a failed invocation of ``function``."""
-    if isinstance(exc, BotoCoreError):
-        name = type(exc).__name__
-        return FunctionUnavailableError(f"cannot invoke {function}: {name}", code=name)
-    code = str(exc.response.get("Error", {}).get("Code") or "Unknown")
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    text = f"cannot invoke {function}: {code}"
-    if code in _TRANSIENT_CODES or status >= 500:
-        return FunctionUnavailableError(text, code=code)
-    return FunctionCallError(text, code=code)
+    code, transient = clients.failure(exc, clients.TRANSIENT_CODES | _TRANSIENT_CODES)
+    kind = FunctionUnavailableError if transient else FunctionCallError
+    return kind(f"cannot invoke {function}: {code}", code=code)

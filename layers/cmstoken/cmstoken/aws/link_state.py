@@ -29,16 +29,7 @@ if TYPE_CHECKING:
 KEY = "pk"
 TTL = "ttl"
 _REFUSED = "ConditionalCheckFailedException"
-_TRANSIENT_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "ThrottlingException",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
-)
+_TRANSIENT_CODES = frozenset({"TransactionConflictException"})
 
 
 def link_key(nonce: str) -> str:
@@ -132,7 +123,7 @@ class LinkState:
         try:
             getattr(self.client, operation)(TableName=self.table, **request)
         except (ClientError, BotoCoreError) as exc:
-            if isinstance(exc, ClientError) and _code(exc) == _REFUSED:
+            if clients.failure(exc)[0] == _REFUSED:
                 return False
             raise link_state_error(exc, self.table) from exc
         return True
@@ -142,18 +133,8 @@ def _n(number: int) -> dict[str, str]:
     return {"N": str(number)}
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code") or "Unknown")
-
-
 def link_state_error(exc: ClientError | BotoCoreError, table: str) -> LinkStateError:
     """The ``LinkStateError`` type of a failed call to ``table``."""
-    if isinstance(exc, BotoCoreError):
-        name = type(exc).__name__
-        return LinkStateUnavailableError(f"cannot use table {table!r}: {name}", code=name)
-    code = _code(exc)
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    text = f"cannot use table {table!r}: {code}"
-    if code in _TRANSIENT_CODES or status >= 500:
-        return LinkStateUnavailableError(text, code=code)
-    return LinkStateAccessError(text, code=code)
+    code, transient = clients.failure(exc, clients.TRANSIENT_CODES | _TRANSIENT_CODES)
+    kind = LinkStateUnavailableError if transient else LinkStateAccessError
+    return kind(f"cannot use table {table!r}: {code}", code=code)

@@ -37,9 +37,5 @@ class Topic:
         try:
             return self.client.publish(**request)["MessageId"]  # type: ignore[arg-type]
         except (ClientError, BotoCoreError) as exc:
-            code = (
-                str(exc.response.get("Error", {}).get("Code") or "Unknown")
-                if isinstance(exc, ClientError)
-                else type(exc).__name__
-            )
+            code, _ = clients.failure(exc)
             raise TopicError(f"cannot publish to {self.arn}: {code}", code=code) from exc
