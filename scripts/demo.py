@@ -5,14 +5,23 @@ Starts the emulator (identity provider and service) and moto's Secrets Manager s
 the operator command's code: bootstrap (the address and code are printed; the demo approves them
 through the emulator's activation pages and says so, or with INTERACTIVE=1 waits for you to open
 the page), a rotator run (skipped: the token is fresh), the clock moved 19 hours, a rotator run
-(rotated), and a project listing through the consumer helper. It prints a summary of metadata only,
-never a secret, and stops its servers on exit and on Ctrl-C.
+(rotated), and a project listing through the consumer helper. Then one-click re-authorization
+(scripts/local_links.py: the links function behind a local function URL, a local Lambda API, the
+key, table and alarm topic in moto): the identity provider revokes the credential's family, the
+clock moves 19 hours, a rotator run finds the credential refused (it raises, by design), the
+links function's reminder sends a link to the topic, the demo prints the link, opens it with its
+own browser-free client, presses the button and approves the code through the emulator's
+activation pages (INTERACTIVE=1: you open the link in a browser), the bootstrap's background poll
+finishes and its outcome notice says "authorized". It prints a summary of metadata only, never a
+secret (a link is not one; the one-click's code is never printed), and stops its servers on exit
+and on Ctrl-C.
 
 With KEEP=1 the stack stays up afterwards for `cmstoken-admin` (until Ctrl-C): moto also holds
 what the command reads of a deployed stack (its outputs, alarms and schedule), a local Lambda
 endpoint runs the functions, the rotator runs on its schedule, and the environment that points
 the command at it is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The
-clock is not moved then, so that the stack's times are real ones.
+clock is not moved then, so that the stack's times are real ones, and the one-click part is left
+out, so that the stack stays healthy.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from typing import Any
 
 import requests
 
+from local_links import LocalLinks, local_links, started, title
 from local_stack import (
     BOOTSTRAP,
     INTERVAL_MINUTES,
@@ -40,6 +50,7 @@ from local_stack import (
     ROTATOR,
     SERVICE_SECRET,
     STACK,
+    TIMEOUTS,
     ApprovingInvoker,
     EmulatorTime,
     LambdaEndpoint,
@@ -48,16 +59,20 @@ from local_stack import (
     configure_environment,
     create_secrets,
     describe_stack,
+    load_handler,
 )
 
 HOURS_FORWARD = 19
+LINKS = "local-links"
 
 
-def approve_in_browser_pages(verification_uri_complete: str) -> None:
-    """Walk the activation pages as a person would: Continue, Confirm, Confirm."""
+def approve_in_browser_pages(verification_uri_complete: str, shows: str | None = None) -> None:
+    """Walk the activation pages as a person would: Continue, Confirm, Confirm. With ``shows``
+    (the code the link's page said the identity provider's page must show), stop before
+    confirming unless the confirmation page shows it."""
     with requests.Session() as browser:
         page = browser.get(verification_uri_complete, timeout=5)
-        for _ in range(3):
+        for step in range(3):
             form = re.search(r'<form[^>]*action="([^"]*)"', page.text)
             fields = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page.text))
             button = re.search(
@@ -65,6 +80,8 @@ def approve_in_browser_pages(verification_uri_complete: str) -> None:
             )
             if form is None or button is None:
                 break
+            if step == 1 and shows is not None and f"<strong>{shows}</strong>" not in page.text:
+                raise RuntimeError("the identity provider's page shows another code: stopped")
             fields[button.group(1)] = button.group(2)
             page = browser.post(requests.compat.urljoin(page.url, form.group(1)), data=fields)
         if "all set" not in page.text:
@@ -129,6 +146,10 @@ def main() -> int:
             metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
             configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
             clock = run_lifecycle(emulator, interactive, rows, keep=keep)
+            if not keep:  # the kept stack stays as the lifecycle left it: healthy
+                run_one_click(emulator, clock, interactive, rows)
+            calls = ", ".join(f"{k} {v}" for k, v in sorted(emulator.counts.items()))
+            rows.append(("upstream calls", calls))
             rows.append(("elapsed", f"{time.monotonic() - started:.1f} s"))
             width = max(len(name) for name, _ in rows)
             print(
@@ -237,15 +258,11 @@ def run_lifecycle(
     import boto3
 
     from cmstoken import runtime
-    from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
     from cmstoken.cli.admin.bootstrap import bootstrap
     from cmstoken.cli.admin.stack import StackFunctions
-    from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
     from cmstoken.core.redaction import fingerprint
-    from cmstoken.upstream.models import parse_project_listing
 
-    secrets = boto3.client("secretsmanager")
-    create_secrets(secrets)
+    create_secrets(boto3.client("secretsmanager"))
     clock = EmulatorTime(emulator, real_waits=True)
     runtime.CLOCK = clock  # type: ignore[assignment]
     runtime.reset()
@@ -264,32 +281,35 @@ def run_lifecycle(
     else:
         print("Approving automatically through the emulator's activation pages.", file=sys.stderr)
 
-    def read(secret_id: str) -> str:
-        return str(secrets.get_secret_value(SecretId=secret_id)["SecretString"])
-
     # What an operator sees: the QR code and the framed address, once, on a terminal or not.
     bootstrap(invoker, functions, free_trial=None, out=sys.stderr, now=clock.now, qr=True)
-    credential = RefreshSecret.from_json(read(REFRESH_SECRET)).credential
-    assert credential is not None
-    first_refresh = credential.refresh_token
+    first_refresh = _refresh_token()
     rows.append(("bootstrap", f"authorized; refresh credential {fingerprint(first_refresh)}"))
-    rows.append(("rotator, scheduled", _scheduled(invoker, functions)))
+    rows.append(("rotator, scheduled", _scheduled(invoker)))
     if not keep:
         emulator.advance(HOURS_FORWARD * 3600)
         rows.append(("clock moved", f"+{HOURS_FORWARD} h"))
-        rows.append(("rotator, scheduled again", _scheduled(invoker, functions)))
-        credential = RefreshSecret.from_json(read(REFRESH_SECRET)).credential
-        assert credential is not None
+        rows.append(("rotator, scheduled again", _scheduled(invoker)))
         void = not emulator.refresh_token_valid(first_refresh)
         rows.append(
             (
                 "refresh credential",
-                f"{fingerprint(first_refresh)} -> {fingerprint(credential.refresh_token)}"
+                f"{fingerprint(first_refresh)} -> {fingerprint(_refresh_token())}"
                 f" (old one void: {'yes' if void else 'NO'})",
             )
         )
-    document = ServiceTokenDocument.from_json(read(SERVICE_SECRET))
-    # As a workload would: the consumer helper reads the secret and authenticates the call.
+    _use_token(clock, rows)
+    return clock
+
+
+def _use_token(clock: EmulatorTime, rows: list[tuple[str, str]]) -> None:
+    """As a workload would: the consumer helper reads the secret and authenticates a call."""
+    from cmstoken.aws.documents import ServiceTokenDocument
+    from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
+    from cmstoken.core.redaction import fingerprint
+    from cmstoken.upstream.models import parse_project_listing
+
+    document = ServiceTokenDocument.from_json(_read(SERVICE_SECRET))
     provider = ServiceTokenProvider(SERVICE_SECRET, clock=clock)
     with requests.Session() as session:
         session.auth = ServiceTokenAuth(provider)
@@ -300,14 +320,128 @@ def run_lifecycle(
         ("service token", f"{fingerprint(document.token)}, expires {_iso(document.expires_at)}")
     )
     rows.append(("projects listed", ", ".join(p.project_id for p in projects)))
-    rows.append(
-        ("upstream calls", ", ".join(f"{k} {v}" for k, v in sorted(emulator.counts.items())))
+
+
+def run_one_click(
+    emulator: Any, clock: EmulatorTime, interactive: bool, rows: list[tuple[str, str]]
+) -> None:
+    """The one-click path: the identity provider refuses the credential, a scheduled run
+    finds it (reauthorization required), the links function's reminder sends a link, the
+    demo's browser-free client opens it and presses its button (INTERACTIVE=1: you, in a
+    browser), the code is approved at the identity provider, the background poll finishes
+    and reports the outcome."""
+    from cmstoken.core.redaction import fingerprint
+
+    handlers = {name: load_handler(name.removeprefix("local-")) for name in (*TIMEOUTS, LINKS)}
+    with local_links(
+        handlers,
+        stack_name=STACK,
+        bootstrap=BOOTSTRAP,
+        links=LINKS,
+        timeouts={**TIMEOUTS, LINKS: 30.0},
+        clock=clock.now,
+    ) as links:
+        refused = _refresh_token()
+        emulator.revoke_family(refused)
+        rows.append(("identity provider", "refresh family revoked (as an admin would)"))
+        emulator.advance(HOURS_FORWARD * 3600)
+        rows.append(("clock moved again", f"+{HOURS_FORWARD} h"))
+        rows.append(("rotator, scheduled (refused)", _refused_run(links.invoker)))
+        outcome = _one_click(links, interactive)
+        rows.append(("one-click", outcome))
+        rows.append(
+            ("refresh credential again", f"{fingerprint(refused)} -> {_refreshed(refused)}")
+        )
+        rows.append(("rotator, scheduled after", _scheduled(links.invoker)))
+
+
+def _one_click(links: LocalLinks, interactive: bool) -> str:
+    """Remind, read the notice, print its link, open it and approve (or wait for you), wait
+    for the background poll: what happened, in a few words."""
+    reminded = links.invoker.invoke(LINKS, {"action": "remind"})["done"]
+    (notice,) = links.notices()
+    link = notice["link"]
+    print(
+        f"\nThe links function's reminder ({reminded}) sent this link to the alarm topic"
+        f" ({notice['kind']}):\n\n  {link}\n\nhere at the local function URL:"
+        f" {links.local(link)}",
+        file=sys.stderr,
     )
-    return clock
+    if interactive:
+        print(
+            "INTERACTIVE=1: open the local address in a browser, press its button, approve.",
+            file=sys.stderr,
+        )
+        found = _outcome(links, wait=None)
+    else:
+        opened = title(links.open(link))
+        pressed = links.press(link)
+        code_page = started(pressed)
+        print(f"opened: {opened!r}; pressed: {title(pressed)!r}", file=sys.stderr)
+        approve_in_browser_pages(code_page.onward, shows=code_page.code)
+        print("approved through the emulator's activation pages", file=sys.stderr)
+        found = _outcome(links, wait=60)
+    what = f"link sent ({notice['kind'].replace('credential-', 'credential ')}), opened, approved"
+    return f"{what}: {found}"
 
 
-def _scheduled(invoker: Any, functions: Any) -> str:
-    result = invoker.invoke(functions.rotator, {})
+def _outcome(links: LocalLinks, wait: float | None) -> str:
+    """The outcome notice of the background poll (``wait``: seconds, ``None``: until it
+    comes), its kind and identity."""
+    deadline = None if wait is None else time.monotonic() + wait
+    while not (found := links.notices(wait=5)):
+        if deadline is not None and time.monotonic() > deadline:
+            raise RuntimeError("no outcome from the background poll")
+    links.endpoint.drain()
+    (notice,) = found
+    identity = notice.get("identityFingerprint")
+    print(f"outcome notice: {notice['kind']}", file=sys.stderr)
+    return f"{notice['kind']}" + (f" (identity {identity})" if identity else "")
+
+
+def _refused_run(invoker: Any) -> str:
+    """A scheduled run that finds the credential refused: it raises, by design (its alarm
+    goes off), and marks the credential; what it said and the status it left."""
+    from cmstoken.aws.documents import RefreshSecret
+    from cmstoken.cli.admin.errors import AdminError
+
+    print(
+        "\nA scheduled rotator run; the identity provider refuses the credential.", file=sys.stderr
+    )
+    try:
+        said = _scheduled(invoker)
+    except AdminError as exc:
+        said = f"raised {type(exc.__cause__ or exc).__name__} (by design: its alarm goes off)"
+    credential = RefreshSecret.from_json(_read(REFRESH_SECRET)).credential
+    return f"{said}; credential {credential.status if credential else 'absent'}"
+
+
+def _refreshed(old: str) -> str:
+    from cmstoken.core.redaction import fingerprint
+
+    new = _refresh_token()
+    return f"{fingerprint(new)} (new authorization)" if new != old else "unchanged"
+
+
+def _read(secret_id: str) -> str:
+    import boto3
+
+    client = boto3.client("secretsmanager")
+    return str(client.get_secret_value(SecretId=secret_id)["SecretString"])
+
+
+def _refresh_token() -> str:
+    """The stored refresh token (for fingerprints only)."""
+    from cmstoken.aws.documents import RefreshSecret
+
+    credential = RefreshSecret.from_json(_read(REFRESH_SECRET)).credential
+    if credential is None:
+        raise RuntimeError("no credential is stored")
+    return credential.refresh_token
+
+
+def _scheduled(invoker: Any) -> str:
+    result = invoker.invoke(ROTATOR, {})
     return f"{result['outcome']}: {result['reason']}"
 
 

@@ -305,11 +305,12 @@ class LambdaEndpoint:
         self.thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, drain: float = 60) -> None:
+        """Stop serving, then wait up to ``drain`` seconds for each queued invocation."""
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
-        self.drain()
+        self.drain(drain)
 
     def drain(self, timeout: float = 60) -> None:
         """Wait for the queued invocations (and their destinations) to finish."""
@@ -329,7 +330,9 @@ class LambdaEndpoint:
         name = _name(function)
         if name not in self.functions:
             return self._missing(name)
-        thread = threading.Thread(target=self._deliver, args=(name, json.loads(body or b"{}")))
+        payload = json.loads(body or b"{}")
+        # A daemon: an invocation still running when the process ends (Ctrl-C) does not hold it.
+        thread = threading.Thread(target=self._deliver, args=(name, payload), daemon=True)
         self.queued.append(thread)
         thread.start()
         return 202, {}, None

@@ -1,52 +1,47 @@
-"""The one-click path over HTTP, locally (the `one_click` fixture of tests/integration/links):
-the links function behind a local function URL, the real bootstrap behind a local Lambda API,
-moto's server (key, table, topic with a queue subscribed) and the emulator. What the tests read
-of it: the notices, the messages as published, the secrets, and a link scanner."""
+"""The one-click path over HTTP, locally (the `one_click` fixture of tests/integration/links,
+set up by scripts/local_links.py as `make demo` sets it up): the links function behind a local
+function URL, the real bootstrap behind a local Lambda API, moto's server (key, table, topic
+with a queue subscribed) and the emulator. What the tests read of it: the notices, the messages
+as published, the secrets, and a link scanner."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import requests
 
 from cmsemu import Emulator
-from cmstoken.cli.admin.invokers import LocalInvoker
-from function_url import FunctionUrl
 from harness import REFRESH_SECRET, SERVICE_SECRET, Stack
-from local_stack import LambdaEndpoint
+from local_links import CODE, LocalLinks
+from local_stack import ACCOUNT, REGION
 
-ACCOUNT, REGION = "123456789012", "us-east-1"
-CODE = re.compile(r'<p class="code">([A-Z0-9-]+)</p>')
-PROOF = re.compile(r'name="proof" value="([^"]+)"')
+__all__ = [
+    "ACCOUNT",
+    "CODE",
+    "REGION",
+    "SCANNER_HEADERS",
+    "URL",
+    "OneClick",
+    "PersonPacedClock",
+    "message_urls",
+    "scan",
+    "secrets_now",
+]
 URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
 # What mail security gateways and chat unfurlers send: no cookies, no Origin, their own agent.
 SCANNER_HEADERS = {"User-Agent": "Mozilla/5.0 (compatible; LinkScanner/1.0; +preview)"}
 
 
 @dataclass
-class OneClick:
-    stack: Stack
-    url: FunctionUrl
-    endpoint: LambdaEndpoint
-    invoker: LocalInvoker
-    sqs: Any
-    queue: str
-    topic: str
+class OneClick(LocalLinks):
+    """The local one-click path (``LocalLinks``: the notices, the links, the button) of the
+    test's ``stack``."""
 
-    def notices(self, wait: float = 10) -> list[dict[str, Any]]:
-        """The notices the topic delivered to the queue (their facts), waiting for one."""
-        deadline = time.monotonic() + wait
-        while True:
-            found = self.sqs.receive_message(
-                QueueUrl=self.queue, MaxNumberOfMessages=10, WaitTimeSeconds=1
-            ).get("Messages", [])
-            if found or time.monotonic() > deadline:
-                return [json.loads(json.loads(m["Body"])["Message"]) for m in found]
+    stack: Stack
 
     def published(self) -> list[dict[str, str]]:
         """Every message published to the topic, as published: the message for each kind of
@@ -60,23 +55,6 @@ class OneClick:
             {**json.loads(message), "Subject": subject or ""}
             for _, message, subject, _, _ in topic.sent_notifications
         ]
-
-    def local(self, link: str) -> str:
-        """The notice's link, reached at the local function URL."""
-        return self.url.base_url + "/l/" + link.rsplit("/l/", 1)[1]
-
-    def press(self, link: str) -> requests.Response:
-        """What a browser does: open the link, then press its button."""
-        page = requests.get(self.local(link), timeout=30)
-        assert page.status_code == 200, page.text
-        proof = PROOF.search(page.text)
-        assert proof is not None
-        return requests.post(
-            self.local(link),
-            data={"proof": proof[1]},
-            headers={"Origin": self.url.base_url, "Sec-Fetch-Site": "same-origin"},
-            timeout=30,
-        )
 
 
 def message_urls(message: dict[str, str]) -> list[str]:

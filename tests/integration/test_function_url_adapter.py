@@ -1,4 +1,4 @@
-"""The function URL adapter (tests/function_url.py) over real HTTP: requests become the payload
+"""The function URL adapter (scripts/function_url.py) over real HTTP: requests become the payload
 format 2.0 events AWS documents, the handler's answers the responses it documents. Each test
 has a control that shows the check can fail."""
 
