@@ -12,6 +12,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
+from cmstoken.aws.documents import RefreshCredential
+from cmstoken.bootstrap.identity import identity_refusal, short_identity
+from cmstoken.bootstrap.results import ending
+from cmstoken.bootstrap.states import Event, Stage, step
 from cmstoken.core.errors import ConfigurationError, TopicError
 from cmstoken.core.settings import LinksSettings
 from cmstoken.links import tokens
@@ -211,3 +215,31 @@ def test_a_notice_that_could_not_be_sent_is_sent_by_the_retry(world: World) -> N
     world.portal.topic.client.meta.events.unregister("before-call.sns.Publish", refuse)
     assert notices(world).remind(NOW + 5) == "not_bootstrapped: sent"
     assert [m["kind"] for m in world.messages()] == ["never-bootstrapped"]
+
+
+def test_the_bootstraps_own_words_for_another_identity_give_both_fingerprints(
+    world: World,
+) -> None:
+    """The outcome of an approval by another identity is read from the bootstrap's result
+    message: this holds the reading to the words the bootstrap really writes (its identity
+    check and its result table), not to a copy of them."""
+    expected, approving = "a" * 64, "b" * 64
+    current = RefreshCredential(
+        refresh_token="not-read",
+        client_id="c",
+        issuer_url="https://idp.example",
+        status="active",
+        authorized_at=NOW - DAY,
+        refreshed_at=NOW - DAY,
+        reauthorize_by=None,
+        subject_sha256=expected,
+    )
+    reason = identity_refusal(current, approving, allowed=False)
+    result = ending(step(Stage.PENDING, Event.IDENTITY_MISMATCH), reason=reason)
+    assert result["status"] == "failed"
+    world.bootstrap.status = "reauthorization_required"
+    assert notices(world).outcome(result, NOW).endswith("sent")
+    (message,) = world.messages()
+    assert message["kind"] == "identity-refused"
+    assert message["approvingFingerprint"] == short_identity(approving)
+    assert message["expectedFingerprint"] == short_identity(expected)
