@@ -29,19 +29,26 @@ class Outcome:
 
 
 def read_event(event: Any) -> Request | Remind | Outcome:
-    """Classify ``event``; ``ConfigurationError`` for anything else."""
+    """Classify ``event``; ``ConfigurationError`` for anything else, or for one of these kinds
+    whose fields are not what AWS sends."""
     if not isinstance(event, dict):
         raise ConfigurationError(f"the event must be a JSON object, not {type(event).__name__}")
     context = event.get("requestContext")
-    if isinstance(context, dict) and isinstance(context.get("http"), dict):
-        return Request.from_event(event)
-    if isinstance(context, dict) and "condition" in context and "requestPayload" in event:
-        return _outcome(context, event)
-    if event.get("action") == "remind":
-        return Remind("schedule")
-    if event.get("source") == "aws.cloudwatch" and event.get("detail-type") == ALARM_CHANGE:
-        detail = event.get("detail") or {}
-        return Remind(f"alarm {detail.get('alarmName', '?')} is {_state(detail)}")
+    try:
+        if isinstance(context, dict) and isinstance(context.get("http"), dict):
+            return Request.from_event(event)
+        if isinstance(context, dict) and "condition" in context and "requestPayload" in event:
+            return _outcome(context, event)
+        if event.get("action") == "remind":
+            return Remind("schedule")
+        if event.get("source") == "aws.cloudwatch" and event.get("detail-type") == ALARM_CHANGE:
+            detail = event.get("detail")
+            name = detail.get("alarmName", "?") if isinstance(detail, dict) else "?"
+            return Remind(f"alarm {name} is {_state(detail)}")
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"a malformed event of the links' function ({type(exc).__name__})"
+        ) from exc
     raise ConfigurationError(
         "not an event of the links' function: a function URL request, "
         '{"action": "remind"}, an alarm state change or a destination record'
@@ -50,8 +57,9 @@ def read_event(event: Any) -> Request | Remind | Outcome:
 
 def _outcome(context: dict[str, Any], event: dict[str, Any]) -> Outcome:
     response = event.get("responsePayload")
-    failed = context.get("condition") != "Success" or "functionError" in (
-        event.get("responseContext") or {}
+    response_context = event.get("responseContext")
+    failed = context.get("condition") != "Success" or (
+        isinstance(response_context, dict) and "functionError" in response_context
     )
     if failed:
         kind = response.get("errorType") if isinstance(response, dict) else None

@@ -37,8 +37,16 @@ class Request:
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> Request:
+        """The request of a function URL event; ``ValueError`` when a field is not of the
+        type AWS sends."""
         context = event["requestContext"]
-        body = event.get("body") or ""
+        body, headers = event.get("body") or "", event.get("headers") or {}
+        method, domain = context["http"]["method"], context["domainName"]
+        path = event.get("rawPath") or "/"
+        if not all(isinstance(v, str) for v in (body, method, domain, path)):
+            raise ValueError("a function URL event's method, domain, path and body are text")
+        if not isinstance(headers, dict):
+            raise ValueError("a function URL event's headers are an object")
         raw = body.encode()
         if event.get("isBase64Encoded"):
             try:
@@ -46,10 +54,10 @@ class Request:
             except (binascii.Error, ValueError):
                 raw = b""  # not what a function URL sends: no form, so refused as none of ours
         return cls(
-            method=str(context["http"]["method"]).upper(),
-            path=str(event.get("rawPath") or "/"),
-            domain=str(context["domainName"]),
-            headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
+            method=method.upper(),
+            path=path,
+            domain=domain,
+            headers={str(k).lower(): str(v) for k, v in headers.items()},
             body=raw,
         )
 
