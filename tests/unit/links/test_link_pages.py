@@ -251,3 +251,21 @@ def test_nothing_secret_reaches_the_log_or_a_refusal(
 def records(caplog: pytest.LogCaptureFixture) -> str:
     """Every record of the library's loggers with its extra fields, as the JSON log has them."""
     return "\n".join(str(vars(record)) for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        ("active", "current credential keeps working"),
+        ("reauthorization_required", "no working credential now"),
+        ("absent", "no working credential now"),
+    ],
+)
+def test_the_page_says_whether_the_stack_works_meanwhile(
+    world: World, status: str, said: str
+) -> None:
+    world.bootstrap.status = status
+    world.bootstrap.authorized_at = None if status == "absent" else AUTHORIZED_AT
+    link = world.link(binding=0 if status == "absent" else AUTHORIZED_AT)
+    answer = handle(get(f"/l/{link}"), world.portal, NOW)
+    assert said in answer["body"]

@@ -73,15 +73,24 @@ def _fallback(stack: Stack) -> str:
     )
 
 
-def link_page(stack: Stack, *, expires_at: int, pending_until: int | None, proof: str) -> Page:
+def link_page(
+    stack: Stack, *, expires_at: int, pending_until: int | None, proof: str, working: bool
+) -> Page:
     """The page a link opens (``GET``: nothing changes). Its form posts back to the same
     address with the form's ``proof``; ``pending_until`` when an authorization is already
-    pending (the button then shows it instead of starting another)."""
+    pending (the button then shows it instead of starting another); ``working`` when the
+    stack's current credential still works."""
     if pending_until is None:
+        meanwhile = (
+            "The stack's current credential keeps working until the new one is approved and "
+            "verified."
+            if working
+            else "The stack has no working credential now: it works again once this "
+            "authorization is approved and verified."
+        )
         what = (
             "<p>Pressing the button starts a new device authorization of this stack with the "
-            "identity provider. You then approve it there. The stack's current credential keeps "
-            "working until the new one is approved and verified.</p>"
+            f"identity provider. You then approve it there. {meanwhile}</p>"
         )
         button = "Start the re-authorization"
     else:

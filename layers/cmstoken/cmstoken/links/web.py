@@ -119,6 +119,7 @@ def handle(request: Request, portal: Portal, now: int) -> dict[str, Any]:
         expires_at=checked.expires_at,
         pending_until=None if pending is None else pending.expires_at,
         proof=proof,
+        working=state.status == "active",
     )
     return answer(page)
 
