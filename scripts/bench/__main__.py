@@ -18,6 +18,7 @@ from .calls import measure_calls
 from .cold_starts import RUNS, measure_cold_starts
 from .get_token import measure_get_token_refresh
 from .layer_size import measure_layer
+from .links import LinksSite
 from .report import Report, finish
 
 
@@ -36,12 +37,12 @@ def measure_all(report: Report, original_env: Mapping[str, str], workdir: Path) 
     """Every measure; one that fails is reported and the others still run."""
     built = build(report, original_env, workdir)
 
-    def cold_starts(emulator: Any, aws_endpoint: str) -> None:
+    def cold_starts(emulator: Any, aws_endpoint: str, links: LinksSite) -> None:
         if built is None:
             return
         with report.failing_as("cold starts"):
             layout = Layout(build=built, runtime=workdir / "runtime", cwd=workdir / "cwd")
-            measure_cold_starts(report, layout, emulator, aws_endpoint)
+            measure_cold_starts(report, layout, emulator, aws_endpoint, links)
         with report.failing_as("get-token -r"):
             measure_get_token_refresh(report, emulator)
 

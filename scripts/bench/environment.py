@@ -10,8 +10,16 @@ from typing import Any
 from local_stack import BOOTSTRAP, REFRESH_SECRET, ROTATOR, SERVICE_SECRET, TIMEOUTS
 
 from .build import Layout
+from .links import TIMEOUT_SECONDS as LINKS_TIMEOUT_SECONDS
 from .probe import Subject
 from .runner import ROOT
+
+# Each function's timeout (template.yaml's), which its context's remaining time counts down.
+TIMEOUT_SECONDS = {
+    "rotator": TIMEOUTS[ROTATOR],
+    "bootstrap": TIMEOUTS[BOOTSTRAP],
+    "links": LINKS_TIMEOUT_SECONDS,
+}
 
 
 class Tagged:
@@ -85,9 +93,15 @@ def template_environment(function: str, local: Mapping[str, str]) -> dict[str, s
 
 
 def lambda_environment(
-    layout: Layout, subject: Subject, emulator: Any, aws_endpoint: str
+    layout: Layout,
+    subject: Subject,
+    emulator: Any,
+    aws_endpoint: str,
+    links: Mapping[str, str],
 ) -> dict[str, str]:
-    """The whole environment of one cold start: nothing inherited from this process."""
+    """The whole environment of one cold start: nothing inherited from this process.
+    ``links``: the links function's local resources (``bench.links.LOCAL_VARIABLES``: its
+    !Ref values and ``AWS_ENDPOINT_URL_LAMBDA``, the local Lambda API)."""
     function = subject.function or "rotator"
     name = f"cmstoken-bench-{function}"
     env = template_environment(
@@ -97,6 +111,7 @@ def lambda_environment(
             "REFRESH_SECRET_ID": REFRESH_SECRET,
             "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
             "POWERTOOLS_METRICS_NAMESPACE": "CmsToken/bench",
+            **links,
         },
     )
     env.update(
@@ -117,16 +132,16 @@ def lambda_environment(
                 [str(layout.function(function)), str(layout.layer), str(layout.runtime)]
             ),
             "PYTHONDONTWRITEBYTECODE": "1",  # /var/task and /opt are read-only
-            # moto's server, dummy credentials, no configuration files, no metadata service.
+            # moto's server, the local Lambda API (the bootstrap, for the links), dummy
+            # credentials, no configuration files, no metadata service.
             "AWS_ENDPOINT_URL": aws_endpoint,
+            "AWS_ENDPOINT_URL_LAMBDA": links["AWS_ENDPOINT_URL_LAMBDA"],
             "AWS_ACCESS_KEY_ID": "bench",
             "AWS_SECRET_ACCESS_KEY": "bench",
             "AWS_CONFIG_FILE": str(layout.cwd / "no-aws-config"),
             "AWS_SHARED_CREDENTIALS_FILE": str(layout.cwd / "no-aws-credentials"),
             "AWS_EC2_METADATA_DISABLED": "true",
-            "BENCH_TIMEOUT_SECONDS": str(
-                TIMEOUTS[BOOTSTRAP if function == "bootstrap" else ROTATOR]
-            ),
+            "BENCH_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS[function]),
         }
     )
     return env

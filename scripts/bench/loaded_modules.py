@@ -1,11 +1,13 @@
 """What the cold starts loaded, and from where: every layer module from the layer's bytecode,
-the runtime's packages a handler uses, get-token without boto3, botocore or Powertools, and the
-import time per package (``-X importtime``)."""
+no handler loading what its first invocation has no use for (``Subject.unneeded``), the
+runtime's packages and the library's parts a handler uses, get-token without boto3, botocore or
+Powertools, and the import time per package (``-X importtime``)."""
 
 from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -55,6 +57,39 @@ def note_runtime_packages(report: Report, layout: Layout, probes: Mapping[str, P
             }
         )
         report.notes.append(f"{subject.name:<9} loaded from the runtime: {', '.join(outside)}")
+
+
+def report_unneeded(report: Report, probes: Mapping[str, Probe]) -> None:
+    """Each handler's first invocation loaded none of its ``unneeded`` modules (a module or
+    any module under it)."""
+    for subject in HANDLERS:
+        loaded = probes[subject.name].modules
+        found = [
+            unneeded
+            for unneeded in subject.unneeded
+            if any(name == unneeded or name.startswith(unneeded + ".") for name in loaded)
+        ]
+        report.add(
+            f"functions/{subject.function} ({subject.first}): loads none of "
+            + ", ".join(subject.unneeded),
+            ", ".join(found) or "none",
+            "none",
+            not found,
+        )
+
+
+def note_layer_packages(report: Report, layout: Layout, probes: Mapping[str, Probe]) -> None:
+    """A note per handler: how many modules of each of the library's parts it loaded."""
+    for subject in HANDLERS:
+        parts = Counter(
+            name.split(".")[1]
+            for name, path in probes[subject.name].modules.items()
+            if name.startswith("cmstoken.") and Path(path).is_relative_to(layout.layer)
+        )
+        report.notes.append(
+            f"{subject.name:<9} loaded of cmstoken: "
+            + ", ".join(f"{part} {count}" for part, count in sorted(parts.items()))
+        )
 
 
 def report_get_token(report: Report, median_seconds: float, probe: Probe) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,10 @@ class Subject:
     name: str
     mode: str  # floor | handler | module
     argument: str  # the secret, the event (JSON) or the module
-    function: str | None = None  # a handler's function: rotator | bootstrap
+    function: str | None = None  # a handler's function: rotator | bootstrap | links
+    first: str = ""  # a handler's first invocation, in the report's words
+    # Modules (or packages) a handler's first invocation has no use for: none may be loaded.
+    unneeded: tuple[str, ...] = ()
 
     def expect(self, result: Any) -> str | None:
         """What is wrong with this subject's first result (None: it is what a cold start of
@@ -78,14 +81,58 @@ class Subject:
             credential = result.get("credential") or {}
             if credential.get("status") != "active":
                 return f"expected an active credential, got {result!r}"
+        if self.function == "links" and not is_link_page(result):
+            status = result.get("statusCode") if isinstance(result, dict) else None
+            return f"expected the link's page (200, with its button), got status {status!r}"
         return None
 
+    def with_event(self, event: Any) -> Subject:
+        """This handler's subject with ``event`` as its first invocation's event."""
+        return replace(self, argument=json.dumps(event))
 
+
+def is_link_page(answer: Any) -> bool:
+    """Whether a function URL answer is a link's page: 200, with the button that starts the
+    re-authorization (its form's proof)."""
+    return (
+        isinstance(answer, dict)
+        and answer.get("statusCode") == 200
+        and 'name="proof"' in str(answer.get("body"))
+    )
+
+
+# What no handler's first invocation here has a use for: the upstream HTTP client (none calls
+# upstream: the rotator's no-op, the bootstrap's status, a link's page) and the operator's
+# commands. Besides, each has no use for the other functions' code.
+UNNEEDED_BY_ALL = ("requests", "cmstoken.cli")
 FLOOR = Subject("floor", "floor", SERVICE_SECRET)
-HANDLERS = (
-    Subject("rotator", "handler", "{}", "rotator"),
-    Subject("bootstrap", "handler", json.dumps({"action": "status"}), "bootstrap"),
+ROTATOR_NOOP = Subject(
+    "rotator",
+    "handler",
+    "{}",
+    "rotator",
+    "scheduled no-op",
+    (*UNNEEDED_BY_ALL, "cmstoken.bootstrap", "cmstoken.links"),
 )
+BOOTSTRAP_STATUS = Subject(
+    "bootstrap",
+    "handler",
+    json.dumps({"action": "status"}),
+    "bootstrap",
+    "status",
+    (*UNNEEDED_BY_ALL, "cmstoken.links"),
+)
+# The event, a link's page signed for the bootstrapped stack, is set once the stack is
+# bootstrapped (``with_event``): cold_starts.measure_cold_starts.
+LINK_PAGE = Subject(
+    "links",
+    "handler",
+    "",
+    "links",
+    "GET of a link's page",
+    (*UNNEEDED_BY_ALL, "cmstoken.bootstrap"),
+)
+HANDLERS = (ROTATOR_NOOP, BOOTSTRAP_STATUS, LINK_PAGE)
 GET_TOKEN = Subject("get-token", "module", "cmstoken.cli.get_token")
 
 
