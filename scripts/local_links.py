@@ -33,7 +33,7 @@ PROOF = re.compile(r'name="proof" value="([^"]+)"')
 CODE = re.compile(r'<p class="code">([A-Z0-9-]+)</p>')
 ONWARD = re.compile(r'<a class="go" href="([^"]+)"')
 TITLE = re.compile(r"<title>([^<]*)</title>")
-WARNING_SECONDS = 5 * 86_400  # the template's default ReauthorizationWarningSeconds
+WARNING_SECONDS = 25 * 86_400  # the template's default ReauthorizationWarningSeconds
 
 
 class LinkPageError(RuntimeError):

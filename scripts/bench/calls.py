@@ -47,7 +47,7 @@ REMINDER_AWS_CALLS = {
 }
 # The daily reminder of a healthy stack: its URL (looked up before the status says that no link
 # is needed), then the stack's status (nothing needed).
-IDLE_REMINDER_AWS_CALLS = {"Lambda:GetFunctionUrlConfig": 1, "Lambda:Invoke": 1}
+IDLE_REMINDER_AWS_CALLS = {"Lambda:Invoke": 1}  # its own URL is looked up only for a link
 # The outcomes the links runs must have: the link's page shown, the reminder sent, nothing.
 PAGE = "200: the link's page"
 REMINDER_SENT = "not_bootstrapped: sent"

@@ -101,7 +101,7 @@ def links(function_arn: str) -> LinksApp:
     def portal(url: str | None) -> AwsPortal:
         return AwsPortal(
             stack=stack,
-            url=url if url is not None else links_url(function),
+            locate=(lambda: url) if url is not None else (lambda: links_url(function)),
             secrets=store(),
             key_secret_id=config.key_secret_id,
             bootstrap=FunctionCaller(config.bootstrap_function, timeout=20),

@@ -147,7 +147,7 @@ def world(aws_credentials: None) -> Iterator[World]:
         bootstrap = Bootstrap()
         portal = AwsPortal(
             stack=STACK,
-            url=URL,
+            locate=lambda: URL,
             secrets=SecretStore(clients["secretsmanager"]),
             key_secret_id=key["ARN"],
             bootstrap=bootstrap,

@@ -22,13 +22,15 @@ from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
 from cmstoken.links.events import Outcome, Remind, read_event
 from cmstoken.links.notifying import DAY, Notices
+from cmstoken.links.stack_state import Need, StackState
 from cmstoken.links.web import Request, handle
 from support import load_event
+from template_model import source
 from unit.links.links_world import AUTHORIZED_AT, DOMAIN, KEY_TEXT, NOW, STACK, URL, World, world
 
 __all__ = ["world"]  # the fixture
 
-WARNING = 5 * DAY  # the reminder window: the world's credential is 25 days into 30
+WARNING = 25 * DAY  # the template's default: the world's credential is 25 days old
 
 
 def notices(world: World) -> Notices:
@@ -195,10 +197,10 @@ def test_the_settings_name_every_missing_variable_at_once() -> None:
             "LINKS_TABLE": "t",
             "BOOTSTRAP_FUNCTION_NAME": "b",
             "ALARM_TOPIC_ARN": "a",
-            "REAUTHORIZATION_WARNING_SECONDS": "432000",
+            "REAUTHORIZATION_WARNING_SECONDS": "2160000",
         }
     )
-    assert (settings.warning_seconds, settings.starts_per_hour) == (432_000, 6)
+    assert (settings.warning_seconds, settings.starts_per_hour) == (2_160_000, 6)
 
 
 def test_a_notice_that_could_not_be_sent_is_sent_by_the_retry(world: World) -> None:
@@ -243,3 +245,16 @@ def test_the_bootstraps_own_words_for_another_identity_give_both_fingerprints(
     assert message["kind"] == "identity-refused"
     assert message["approvingFingerprint"] == short_identity(approving)
     assert message["expectedFingerprint"] == short_identity(expected)
+
+
+def test_the_warning_is_the_familys_age_as_the_alarm_and_status_read_it() -> None:
+    """``ReauthorizationWarningSeconds`` is the refresh family's age since its authorization
+    (the template's description, RefreshFamilyAgingAlarm, `cmstoken-admin status`): with the
+    defaults (25 days, a 30-day lifetime) a day-24 credential needs nothing, a day-25 one the
+    warning; a reading as "time left before reauthorize_by" would warn from day 5."""
+    default = int(source()["Parameters"]["ReauthorizationWarningSeconds"]["Default"])
+    for age, need in ((5 * DAY, None), (24 * DAY, None), (25 * DAY, Need.EXPIRING)):
+        state = StackState("active", NOW - age, NOW - age + 30 * DAY, NOW + 3600, None)
+        assert state.need(now=NOW, warning_seconds=default) is need, age
+    off = StackState("active", NOW - 29 * DAY, NOW + DAY, NOW + 3600, None)
+    assert off.need(now=NOW, warning_seconds=0) is None

@@ -26,7 +26,9 @@ class NoticePortal(Protocol):
     """What sending needs (``portal.AwsPortal``)."""
 
     stack: Stack
-    url: str
+
+    @property
+    def url(self) -> str: ...
 
     def key(self) -> bytes: ...
 

@@ -6,6 +6,7 @@ table, and the alarm topic."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,16 +30,21 @@ class Function(Protocol):
 
 @dataclass
 class AwsPortal:
-    """The links' view of one deployed stack; ``url`` is the function URL (ending in ``/``)."""
+    """The links' view of one deployed stack; ``locate()`` gives the function URL (ending in
+    ``/``), looked up only when a link is made."""
 
     stack: Stack
-    url: str
+    locate: Callable[[], str]
     secrets: SecretStore
     key_secret_id: str
     bootstrap: Function
     table: LinkState
     topic: Topic
     starts_per_hour: int
+
+    @property
+    def url(self) -> str:
+        return self.locate()
 
     def key(self) -> bytes:
         text = self.secrets.read(self.key_secret_id).text

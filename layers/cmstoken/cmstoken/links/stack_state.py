@@ -16,7 +16,9 @@ class Need(Enum):
 
     NOT_BOOTSTRAPPED = "not_bootstrapped"
     REFUSED = "refused"  # the identity provider refused the credential (invalid_grant/_client)
-    EXPIRING = "expiring"  # the refresh family is within the warning window of its lifetime
+    EXPIRING = (
+        "expiring"  # the refresh family is old enough to warn (ReauthorizationWarningSeconds)
+    )
 
 
 @dataclass(frozen=True)
@@ -42,17 +44,15 @@ class StackState:
     pending: Pending | None
 
     def need(self, *, now: int, warning_seconds: int) -> Need | None:
-        """What is needed now; ``None`` when the credential works and is not near its end."""
+        """What is needed now; ``None`` when the credential works and is younger than
+        ``warning_seconds`` (the family's age since its authorization, as the template's
+        ``ReauthorizationWarningSeconds`` means it; 0: no warning)."""
         if self.status == "absent":
             return Need.NOT_BOOTSTRAPPED
         if self.status != "active":
             return Need.REFUSED
-        if (
-            warning_seconds > 0
-            and self.reauthorize_by is not None
-            and self.reauthorize_by - now <= warning_seconds
-        ):
-            return Need.EXPIRING
+        if warning_seconds > 0 and self.binding > 0 and now - self.binding >= warning_seconds:
+            return Need.EXPIRING  # as RefreshFamilyAgingAlarm and `status` read the setting
         return None
 
     def pending_at(self, now: int) -> Pending | None:
