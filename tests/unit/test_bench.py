@@ -170,7 +170,7 @@ def test_the_links_calls_meet_their_budgets_when_exact() -> None:
     "changed",
     [
         {"page": run(PAGE, {**PAGE_AWS_CALLS, "DynamoDB:GetItem": 2})},  # one more
-        {"idle_reminder": run(NOTHING_NEEDED, {"Lambda:Invoke": 1})},  # one fewer: re-budget
+        {"reminder": run(REMINDER_SENT, {**REMINDER_AWS_CALLS, "SNS:Publish": 0})},  # fewer
         {"page": run(PAGE, PAGE_AWS_CALLS, behind=Counter({"GetSecretValue": 3}))},
         {"page": run("status 403", PAGE_AWS_CALLS)},  # not the page
         {"reminder": run(REMINDER_SENT, REMINDER_AWS_CALLS, upstream=Counter({"refresh": 1}))},
