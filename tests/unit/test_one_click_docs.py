@@ -92,3 +92,9 @@ def test_every_refusal_the_pages_give_is_described() -> None:
     for words in ("forged", "altered", "revoked", "expired", "re-authorized since", "already used"):
         assert words in described
     assert len(Refusal) == 6  # one description each, above
+
+
+def test_the_warning_is_described_as_the_age_the_template_means() -> None:
+    described = " ".join(TEXT.split())
+    default = int(template_model.source()["Parameters"]["ReauthorizationWarningSeconds"]["Default"])
+    assert f"`ReauthorizationWarningSeconds` old, {default // 86_400} days by default" in described
