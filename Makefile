@@ -77,11 +77,14 @@ build: $(STAMP) ## sam build (the layer: its lock for arm64, precompiled; the fu
 
 # SOURCE_URL and HOME_PAGE_URL (the SAR metadata's SourceCodeUrl and HomePageUrl) reach
 # scripts/sar_urls.py through the environment (make exports command-line variables): checked
-# before anything is uploaded, written into the packaged template after.
+# before anything is uploaded, written into the packaged template after. In between, the build
+# template's ReadmeUrl is pointed at .aws-sam/build/README.md, the README with its relative
+# links made links into SOURCE_URL at this commit (the SAR shows it on its own page).
 package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmstoken] [SOURCE_URL=https://...] [HOME_PAGE_URL=https://...]), template in .aws-sam/packaged.yaml
 	@test -n "$(BUCKET)" || { echo "usage: make package BUCKET=<S3 bucket in your region> [PREFIX=cmstoken] [SOURCE_URL=https://...] [HOME_PAGE_URL=https://...]" >&2; exit 2; }
 	@rm -f .aws-sam/packaged.yaml
 	@$(BIN)/python scripts/sar_urls.py check
+	@$(BIN)/python scripts/sar_urls.py readme .aws-sam/build/template.yaml
 	SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0 $(BIN)/sam package \
 	  --template-file .aws-sam/build/template.yaml --s3-bucket "$(BUCKET)" --s3-prefix "$(or $(PREFIX),cmstoken)" \
 	  --output-template-file .aws-sam/packaged.yaml

@@ -1,7 +1,8 @@
 """`make package` as a user runs it, against moto's S3 on 127.0.0.1: the build's code is
 uploaded, the packaged template names the uploaded objects and validates, and CloudFormation
 (moto's) creates a stack from it. Its Serverless Application Repository metadata carries the
-publisher's SOURCE_URL and HOME_PAGE_URL, as `sam publish` would send them."""
+publisher's SOURCE_URL and HOME_PAGE_URL, as `sam publish` would send them, and its README, the
+one uploaded, links into SOURCE_URL at the packaged commit (the SAR shows it on its own page)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from samtranslator.yaml_helper import yaml_parse
 
 import cmstoken
 from deployment import ROOT, Deployer, built_template, sam_transform
+from sar_urls import absolute_links, relative_links
 from yaml_state import safe_loader_restored
 
 pytestmark = [
@@ -37,6 +39,7 @@ PACKAGED = ROOT / ".aws-sam" / "packaged.yaml"
 ARTIFACTS = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
 SOURCE_URL = "https://example.org/acme/cmstoken"
 SAR = "AWS::ServerlessRepo::Application"
+README = ROOT / "README.md"
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +83,24 @@ def package(*arguments: str, env: dict[str, str] | None = None) -> dict[str, Any
 def packaged(bucket: str) -> dict[str, Any]:
     """Packaged as a publisher does, with SOURCE_URL (HOME_PAGE_URL defaulting to it)."""
     return package(f"SOURCE_URL={SOURCE_URL}")
+
+
+def uploaded(url: str) -> bytes:
+    """The object an s3:// URL of the packaged template names, from moto's S3."""
+    assert url.startswith(f"s3://{BUCKET}/"), url
+    key = url.removeprefix(f"s3://{BUCKET}/")
+    body: bytes = boto3.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    return body
+
+
+def head_commit() -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
 
 
 def create_application_request(template_text: str) -> dict[str, Any]:
@@ -164,6 +185,23 @@ def test_the_packaged_metadata_is_what_sam_publish_sends(packaged: dict[str, Any
     assert SAR not in yaml_parse(request["TemplateBody"]).get("Metadata", {})
 
 
+def test_the_uploaded_readme_links_into_the_source_at_the_packaged_commit(bucket: str) -> None:
+    checkout_readme = README.read_bytes()
+    template = package(f"SOURCE_URL={SOURCE_URL}")
+    assert README.read_bytes() == checkout_readme  # the checkout's README is left as it is
+    commit = head_commit()
+    readme = uploaded(template["Metadata"][SAR]["ReadmeUrl"]).decode()
+    assert readme == absolute_links(checkout_readme.decode(), SOURCE_URL, commit)
+    assert relative_links(readme) == []
+    blob = f"{SOURCE_URL}/blob/{commit}"
+    for link in ["docs/deploy.md", "docs/operate.md#bootstrap", "CHANGELOG.md", "LICENSE"]:
+        assert f"]({blob}/{link})" in readme, link
+    assert readme.count(f"]({blob}/") == len(relative_links(checkout_readme.decode())) >= 20
+    request = create_application_request(PACKAGED.read_text())
+    assert uploaded(request["ReadmeUrl"]).decode() == readme  # what sam publish sends
+    assert uploaded(request["LicenseUrl"]) == (ROOT / "LICENSE").read_bytes()
+
+
 def test_an_explicit_home_page_url_is_kept(bucket: str) -> None:
     template = package(f"SOURCE_URL={SOURCE_URL}", f"HOME_PAGE_URL={SOURCE_URL}/wiki")
     assert template["Metadata"][SAR]["SourceCodeUrl"] == SOURCE_URL
@@ -173,6 +211,8 @@ def test_an_explicit_home_page_url_is_kept(bucket: str) -> None:
 
 
 def test_without_a_source_url_or_a_remote_the_fields_stay_out(bucket: str, tmp_path: Path) -> None:
+    package(f"SOURCE_URL={SOURCE_URL}")  # first a run that rewrites the README in the build
+    assert (ROOT / ".aws-sam" / "build" / "README.md").is_file()
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
     # This checkout may have an origin remote; git asked there answers from an empty repository.
     env = {**os.environ, "GIT_DIR": str(tmp_path / ".git")}
@@ -187,6 +227,12 @@ def test_without_a_source_url_or_a_remote_the_fields_stay_out(bucket: str, tmp_p
     assert "privately" in notes[0]
     assert "Serverless Application Repository" in notes[0]
     assert "SOURCE_URL=https://" in notes[0]
+    # The README goes as it is (its links relative), even after a run that rewrote it.
+    readme_notes = [line for line in result.stderr.splitlines() if "stay relative" in line]
+    assert len(readme_notes) == 1, result.stderr
+    assert "no SOURCE_URL and no origin remote, so the README's links" in readme_notes[0]
+    readme = uploaded(yaml_parse(PACKAGED.read_text())["Metadata"][SAR]["ReadmeUrl"])
+    assert readme == README.read_bytes()
 
 
 @pytest.mark.parametrize(
