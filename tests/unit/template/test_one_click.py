@@ -189,6 +189,12 @@ def links_function(**parameters: Any) -> dict[str, Any]:
 
 
 def test_the_function_url_is_public_buffered_and_without_cors() -> None:
+    """A public function URL (AuthType NONE) answers only when the function's resource-based
+    policy lets everyone invoke it through the URL: ``lambda:InvokeFunctionUrl`` with
+    ``FunctionUrlAuthType: NONE`` and, since October 2025, ``lambda:InvokeFunction`` with
+    ``InvokedViaFunctionUrl`` (AWS Lambda Developer Guide, "Control access to Lambda function
+    URLs", https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html). moto neither models the
+    URL nor evaluates the policy: the template must hold both statements, and nothing wider."""
     url = present(resolver(**ON))["LinksFunctionUrl"]["Properties"]
     assert url == {
         "TargetFunctionArn": "<LinksFunction>",
@@ -199,6 +205,25 @@ def test_the_function_url_is_public_buffered_and_without_cors() -> None:
     # Control: the function's configuration as written asks for the same.
     written = source()["Resources"]["LinksFunction"]["Properties"]["FunctionUrlConfig"]
     assert written == {"AuthType": "NONE", "InvokeMode": "BUFFERED"}
+    public = {
+        name: r["Properties"]
+        for name, r in present(resolver(**ON)).items()
+        if r["Type"] == "AWS::Lambda::Permission" and r["Properties"].get("Principal") == "*"
+    }
+    assert sorted(public.values(), key=lambda p: p["Action"]) == [
+        {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": "<LinksFunction>",
+            "Principal": "*",
+            "InvokedViaFunctionUrl": True,
+        },
+        {
+            "Action": "lambda:InvokeFunctionUrl",
+            "FunctionName": "<LinksFunction>",
+            "Principal": "*",
+            "FunctionUrlAuthType": "NONE",
+        },
+    ]
 
 
 def test_the_function_is_bounded_and_configured_by_the_contract() -> None:
@@ -380,6 +405,13 @@ def excepted_from_the_read_deny(policy: Mapping[str, Any]) -> set[str]:
 
 
 def test_the_signing_keys_policy_denies_reading_to_all_but_the_links_role() -> None:
+    """An explicit Deny in a resource-based policy overrides any Allow of an identity policy
+    (IAM User Guide, "Policy evaluation logic",
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html;
+    Secrets Manager User Guide, "Resource-based policies",
+    https://docs.aws.amazon.com/secretsmanager/latest/userguide/auth-and-access_resource-policies.html),
+    so a principal of the account with ``secretsmanager:*`` still cannot read the key. moto
+    does not evaluate either policy: the statement is checked as written."""
     policy = present(resolver(**ON))["LinkSigningKeySecretPolicy"]["Properties"]
     assert policy["SecretId"] == "<LinkSigningKeySecret>"
     assert policy["BlockPublicPolicy"] is True
@@ -419,6 +451,11 @@ def invocations_by(role: str, held: Mapping[str, Any]) -> set[str]:
 
 
 def test_the_bootstrap_may_invoke_only_the_links_function() -> None:
+    """Lambda sends an asynchronous invocation's record to a Lambda destination with the
+    function's execution role, which must be allowed ``lambda:InvokeFunction`` on it (AWS
+    Lambda Developer Guide, "Capturing records of Lambda asynchronous invocations",
+    https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html). moto
+    runs no destination: the bootstrap's role is checked to hold exactly that permission."""
     held = present(resolver(**ON))
     assert invocations_by("BootstrapRole", held) == {"<LinksFunction.Arn>"}
     policy = held["BootstrapSendsOutcomesToLinks"]["Properties"]
@@ -430,6 +467,10 @@ def test_the_bootstrap_may_invoke_only_the_links_function() -> None:
 
 
 def test_the_bootstraps_asynchronous_outcomes_go_to_the_links_function_unretried() -> None:
+    """Lambda checks the execution role's permission on the destination when the invoke
+    configuration is saved (same document as above), so the configuration must be created
+    after the role policy that grants it: ``DependsOn``, which moto's CloudFormation, which does
+    not model ``AWS::Lambda::EventInvokeConfig``, cannot show."""
     held = present(resolver(**ON))
     config = held["BootstrapOutcomeDestinations"]
     assert config["DependsOn"] == "BootstrapSendsOutcomesToLinks"
@@ -470,6 +511,13 @@ def alarm_rule(**parameters: Any) -> dict[str, Any]:
 def test_the_rule_matches_this_stacks_reauthorization_alarms_entering_alarm(
     warning: str, alarms: list[str]
 ) -> None:
+    """CloudWatch sends an alarm's state changes to the account's default event bus as
+    ``CloudWatch Alarm State Change`` events from ``aws.cloudwatch``, the alarm's ARN in
+    ``resources`` and the new state in ``detail.state.value`` (Amazon CloudWatch User Guide,
+    "Alarm events and EventBridge",
+    https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-and-eventbridge.html).
+    moto evaluates no alarm: the pattern is checked against that documented shape (the sample
+    events/links-alarm.json has it, and the function reads it: test_link_sending)."""
     rule = alarm_rule(ReauthorizationWarningSeconds=warning)
     assert rule["EventPattern"] == {
         "source": ["aws.cloudwatch"],
