@@ -75,19 +75,17 @@ class LinksSite:
         """A new link (its token) for the stack's credential authorized at ``binding``, valid
         from ``now`` for a day, signed with the stack's key."""
         from cmstoken.links import tokens
+        from cmstoken.links.stack import Stack
 
-        key = self.key()
-        claims = tokens.issue(
-            stack=STACK_NAME,
-            account=ACCOUNT,
-            region=REGION,
+        token, _ = tokens.new_link(
+            Stack(name=STACK_NAME, account=ACCOUNT, region=REGION),
             binding=binding,
-            key=key,
+            key=self.key(),
             now=now,
             lifetime=LINK_LIFETIME,
             nonce=secrets.token_bytes(tokens.NONCE_BYTES),
         )
-        return tokens.sign(claims, key)
+        return token
 
     def page_event(self, link: str) -> dict[str, Any]:
         """A browser's ``GET`` of ``link``'s page, as the function URL hands it to the

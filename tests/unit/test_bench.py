@@ -65,17 +65,9 @@ class Portal:
 
 
 def link(binding: int = AUTHORIZED_AT) -> str:
-    claims = tokens.issue(
-        stack=STACK_NAME,
-        account=ACCOUNT,
-        region=REGION,
-        binding=binding,
-        key=KEY,
-        now=NOW,
-        lifetime=86_400,
-        nonce=bytes(16),
-    )
-    return tokens.sign(claims, KEY)
+    stack = Stack(name=STACK_NAME, account=ACCOUNT, region=REGION)
+    token, _ = tokens.new_link(stack, binding=binding, key=KEY, now=NOW, nonce=bytes(16))
+    return token
 
 
 def answer(token: str) -> dict[str, Any]:

@@ -91,10 +91,8 @@ class World:
     issued: int = 0
 
     def link(self, *, binding: int = AUTHORIZED_AT, now: int = NOW, lifetime: int = 86_400) -> str:
-        claims = tokens.issue(
-            stack=STACK.name,
-            account=STACK.account,
-            region=STACK.region,
+        token, _ = tokens.new_link(
+            STACK,
             binding=binding,
             key=KEY_TEXT.encode(),
             now=now,
@@ -102,7 +100,7 @@ class World:
             nonce=self.issued.to_bytes(16, "big"),  # another nonce for every link
         )
         self.issued += 1
-        return tokens.sign(claims, KEY_TEXT.encode())
+        return token
 
     def table_items(self) -> list[str]:
         items = self.clients["dynamodb"].scan(TableName="links")["Items"]

@@ -127,16 +127,13 @@ class Notices:
 
     def link(self, state: StackState, now: int) -> messages.Link:
         """A new link bound to the current credential, valid for a day."""
-        key, stack = self.portal.key(), self.portal.stack
-        claims = tokens.issue(
-            stack=stack.name,
-            account=stack.account,
-            region=stack.region,
+        token, claims = tokens.new_link(
+            self.portal.stack,
             binding=state.binding,
-            key=key,
+            key=self.portal.key(),
             now=now,
             lifetime=LINK_LIFETIME,
             nonce=self.portal.nonce(),
         )
-        url = f"{self.portal.url.rstrip('/')}/l/{tokens.sign(claims, key)}"
+        url = f"{self.portal.url.rstrip('/')}/l/{token}"
         return messages.Link(url=url, expires_at=claims.expires_at)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmstoken.links.refusals import Refusal as Refusal  # part of this module's answers
-from cmstoken.links.stack import ACCOUNT, REGION, STACK_NAME
+from cmstoken.links.stack import ACCOUNT, REGION, STACK_NAME, Stack
 
 VERSION = "v1"
 MAX_TOKEN_LENGTH = 512
@@ -96,6 +96,24 @@ def issue(
     if not _well_formed(claims):
         raise ValueError("a link needs a stack name, an account id, a region and times >= 0")
     return claims
+
+
+def new_link(
+    stack: Stack, *, binding: int, key: bytes, now: int, nonce: bytes, lifetime: int = MAX_LIFETIME
+) -> tuple[str, Claims]:
+    """A signed link for ``stack`` bound to the credential authorized at ``binding``: its
+    token and its claims (``issue``, then ``sign``)."""
+    claims = issue(
+        stack=stack.name,
+        account=stack.account,
+        region=stack.region,
+        binding=binding,
+        key=key,
+        now=now,
+        lifetime=lifetime,
+        nonce=nonce,
+    )
+    return sign(claims, key), claims
 
 
 def sign(claims: Claims, key: bytes) -> str:
