@@ -32,18 +32,30 @@ def parameter_values(template: Mapping[str, Any], **overrides: Any) -> dict[str,
 class Resolver:
     """Resolves the intrinsic functions the template uses (``Ref``, ``Fn::Sub``, ``Fn::If``,
     ``Fn::FindInMap``, ``Fn::Equals``, ``Fn::Not``, ``Fn::Or``, ``Fn::And``, ``Fn::GetAtt``,
-    ``Fn::Split``, ``Fn::Join``) for one set of parameter (and pseudo parameter) values.
-    ``Ref``/``Fn::GetAtt`` of anything else give a readable placeholder (``<LogicalId>``,
-    ``<LogicalId.Attribute>``)."""
+    ``Fn::Split``, ``Fn::Join``, ``Fn::Select``) for one set of parameter (and pseudo
+    parameter) values. ``Ref`` of a ``CommaDelimitedList`` parameter is its list of items (an
+    empty value is one empty item: "" split at commas). ``Ref``/``Fn::GetAtt`` of a resource give
+    the value given for ``LogicalId``/``LogicalId.Attribute``, else a readable placeholder
+    (``<LogicalId>``, ``<LogicalId.Attribute>``)."""
 
     def __init__(self, template: Mapping[str, Any], values: Mapping[str, str]) -> None:
         self.template = template
         self.values: dict[str, str] = dict(values)
-        self.mappings: Mapping[str, Any] = template.get("Mappings", {})
-        self.conditions = {
-            name: bool(self.resolve(expression))
-            for name, expression in template.get("Conditions", {}).items()
+        self.lists = {
+            name
+            for name, parameter in template.get("Parameters", {}).items()
+            if parameter.get("Type") == "CommaDelimitedList"
         }
+        self.mappings: Mapping[str, Any] = template.get("Mappings", {})
+        self.conditions: dict[str, bool] = {}
+        for name in template.get("Conditions", {}):
+            self._condition(name)
+
+    def _condition(self, name: str) -> bool:
+        """A condition's value; one that names another (``Condition``) has it evaluated first."""
+        if name not in self.conditions:
+            self.conditions[name] = bool(self.resolve(self.template["Conditions"][name]))
+        return self.conditions[name]
 
     def present(self, resource: Mapping[str, Any]) -> bool:
         """Whether CloudFormation creates the resource under these parameters."""
@@ -69,11 +81,14 @@ class Resolver:
         if function == "Ref":
             if argument == "AWS::NoValue":
                 return _NO_VALUE
+            if argument in self.lists:
+                return self.values[argument].split(",")
             return self.values.get(argument, f"<{argument}>")
         if function == "Condition":
-            return self.conditions[argument]
+            return self._condition(argument)
         if function == "Fn::GetAtt":
-            return f"<{'.'.join(argument)}>"
+            name = ".".join(argument)
+            return self.values.get(name, f"<{name}>")
         if function == "Fn::FindInMap":
             name, first, second = (self.resolve(item) for item in argument)
             return self.mappings[name][str(first)][second]
@@ -94,6 +109,9 @@ class Resolver:
         if function == "Fn::Split":
             separator, text = argument
             return str(self.resolve(text)).split(separator)
+        if function == "Fn::Select":
+            index, items = (self.resolve(item) for item in argument)
+            return items[int(index)]
         if function == "Fn::Join":
             separator, items = argument
             return separator.join(str(item) for item in self.resolve(items))
@@ -112,7 +130,7 @@ class Resolver:
             elif name in local:
                 out.append(local[name])
             elif "." in name:
-                out.append(f"<{name}>")
+                out.append(self.values.get(name, f"<{name}>"))
             else:
                 out.append(str(self.values.get(name, f"<{name}>")))
         out.append(rest)

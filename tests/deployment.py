@@ -213,7 +213,10 @@ def constraint_problem(declaration: Mapping[str, Any], value: str) -> str | None
     if allowed is not None and value not in [str(item) for item in allowed]:
         return f"not one of {allowed}"
     pattern = declaration.get("AllowedPattern")
-    if pattern is not None and re.fullmatch(pattern, value) is None:
+    # "When applied to a parameter of type CommaDelimitedList, the pattern must match each value
+    # in the list" (the same page, AllowedPattern).
+    items = value.split(",") if declaration.get("Type") == "CommaDelimitedList" else [value]
+    if pattern is not None and any(re.fullmatch(pattern, item) is None for item in items):
         return f"does not match {pattern}"
     if declaration.get("Type") == "Number":
         number = float(value)
