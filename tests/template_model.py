@@ -32,12 +32,26 @@ NAMELESS = frozenset(
         "AWS::Lambda::EventInvokeConfig",
         "AWS::Lambda::Url",
         "AWS::IAM::RolePolicy",
+        "AWS::IAM::Policy",
         "AWS::SecretsManager::ResourcePolicy",
         "AWS::SNS::TopicPolicy",
         "AWS::SNS::Subscription",
         "AWS::SQS::QueuePolicy",
     }
 )
+
+
+# Every resource that sharing the service token with other accounts and Regions adds
+# (docs/organisation.md): its type and the condition it is under.
+SHARING = {
+    "ServiceTokenKey": ("AWS::KMS::Key", "CreateServiceTokenKey"),
+    "ServiceTokenKeyAlias": ("AWS::KMS::Alias", "CreateServiceTokenKey"),
+    "ServiceTokenSecretPolicy": ("AWS::SecretsManager::ResourcePolicy", "ShareAcrossAccounts"),
+    "ServiceTokenKeyUse": ("AWS::IAM::Policy", "UseServiceTokenKey"),
+    "RefreshRequestBus": ("AWS::Events::EventBus", "ShareAcrossAccounts"),
+    "RemoteRefreshRequestedRule": ("AWS::Events::Rule", "ShareAcrossAccounts"),
+    "RemoteRefreshRequestedPermission": ("AWS::Lambda::Permission", "ShareAcrossAccounts"),
+}
 
 
 class _NoManagedPolicies:
@@ -106,3 +120,39 @@ class Resolver(cfn_intrinsics.Resolver):
         super().__init__(
             template if template is not None else transformed(), {**PSEUDO, **parameters}
         )
+
+
+def broken_rules(parameters: Mapping[str, str]) -> list[str]:
+    """The template's Rules that refuse these parameter values: a rule whose RuleCondition holds
+    and one of whose Assertions does not (CloudFormation User Guide, "Rules syntax"; the rule
+    functions' meanings from the Template Reference, "Rule functions")."""
+    values = Resolver(parameters)
+    broken = []
+    for name, rule in transformed().get("Rules", {}).items():
+        if "RuleCondition" in rule and not _rule(rule["RuleCondition"], values):
+            continue
+        if not all(_rule(a["Assert"], values) for a in rule["Assertions"]):
+            broken.append(name)
+    return broken
+
+
+def _rule(expression: Any, values: Resolver) -> Any:
+    if not isinstance(expression, dict):
+        return expression
+    ((function, argument),) = expression.items()
+    if function == "Ref":
+        return values.resolve(expression)
+    arguments = [_rule(item, values) for item in argument]
+    if function == "Fn::Not":
+        return not arguments[0]
+    if function == "Fn::And":
+        return all(arguments)
+    if function == "Fn::Or":
+        return any(arguments)
+    if function == "Fn::Equals":
+        return arguments[0] == arguments[1]
+    if function == "Fn::Contains":  # [list of strings, string]: the string is one of them
+        return arguments[1] in arguments[0]
+    if function == "Fn::EachMemberEquals":  # [list of strings, string]: every one is it
+        return all(item == arguments[1] for item in arguments[0])
+    raise NotImplementedError(f"rule function {function} is not modelled")

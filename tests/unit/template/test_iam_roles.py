@@ -101,6 +101,73 @@ USE_THE_SECRETS_KEY = only_if(
 )
 
 
+# Sharing the service token (docs/organisation.md): ReplicaRegions' five places, the key (the
+# stack's or the given one) and its multi-Region replicas, Secrets Manager in every Region.
+def replica_region(index: int) -> dict[str, Any]:
+    padded = {"Fn::Join": [",", [ref("ReplicaRegions"), "", "", "", ""]]}
+    return {"Fn::Select": [index, {"Fn::Split": [",", padded]}]}
+
+
+def in_each_replica_region(make: Any) -> list[Any]:
+    """The first replica Region's item, then each further one's under its condition."""
+    return [make(0), *(if_else(f"HasReplicaRegion{i + 1}", make(i), NO_VALUE) for i in range(1, 5))]
+
+
+def if_else(condition: str, when_true: Any, when_false: Any) -> dict[str, Any]:
+    return {"Fn::If": [condition, when_true, when_false]}
+
+
+SERVICE_TOKEN_KEY = if_else(
+    "CreateServiceTokenKey", arn("ServiceTokenKey"), ref("ServiceTokenKmsKeyArn")
+)
+
+
+def replica_key(index: int) -> dict[str, Any]:
+    return {
+        "Fn::Sub": [
+            "arn:${AWS::Partition}:kms:${Region}:${KeyAccount}:${KeyId}",
+            {
+                "Region": replica_region(index),
+                "KeyAccount": {"Fn::Select": [4, {"Fn::Split": [":", SERVICE_TOKEN_KEY]}]},
+                "KeyId": {"Fn::Select": [5, {"Fn::Split": [":", SERVICE_TOKEN_KEY]}]},
+            },
+        ]
+    }
+
+
+def replica_secret(index: int) -> dict[str, Any]:
+    return {
+        "Fn::Sub": [
+            "arn:${AWS::Partition}:secretsmanager:${Region}:${AWS::AccountId}:secret:${Name}",
+            {
+                "Region": replica_region(index),
+                "Name": {"Fn::Select": [6, {"Fn::Split": [":", ref("ServiceTokenSecret")]}]},
+            },
+        ]
+    }
+
+
+SECRETS_MANAGER_IN_EVERY_REGION = {
+    "Fn::Split": [
+        ",",
+        {
+            "Fn::Sub": [
+                "secretsmanager.${AWS::Region}.amazonaws.com,"
+                "secretsmanager.${Replicas}.amazonaws.com",
+                {
+                    "Replicas": {
+                        "Fn::Join": [
+                            ".amazonaws.com,secretsmanager.",
+                            {"Fn::Split": [",", ref("ReplicaRegions")]},
+                        ]
+                    }
+                },
+            ]
+        },
+    ]
+}
+
+
 @dataclass(frozen=True)
 class Role:
     trust: dict[str, Any]
@@ -323,23 +390,84 @@ ROLE_POLICIES: dict[str, dict[str, Any]] = {
 }
 ROLE_POLICY_CONDITIONS = dict.fromkeys(ROLE_POLICIES, ONE_CLICK)
 
+# Policies of several roles (AWS::IAM::Policy): each one's properties, in full. The functions
+# write the shared service token with its key (through Secrets Manager only), and Secrets
+# Manager re-encrypts each new version with the replica keys as the writer.
+POLICIES: dict[str, dict[str, Any]] = {
+    "ServiceTokenKeyUse": {
+        "PolicyName": "write-the-service-token-with-its-key",
+        "Roles": [ref("RotatorRole"), ref("BootstrapRole")],
+        "PolicyDocument": document(
+            {
+                "Sid": "UseTheServiceTokenKeyThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                "Resource": SERVICE_TOKEN_KEY,
+                "Condition": THROUGH_SECRETS_MANAGER,
+            },
+            only_if(
+                "HasReplicaRegions",
+                {
+                    "Sid": "EncryptTheReplicasThroughSecretsManager",
+                    "Effect": "Allow",
+                    "Action": ["kms:Encrypt", "kms:GenerateDataKey"],
+                    "Resource": in_each_replica_region(replica_key),
+                    "Condition": {
+                        "StringEquals": {"kms:ViaService": SECRETS_MANAGER_IN_EVERY_REGION}
+                    },
+                },
+            ),
+        ),
+    }
+}
+POLICY_CONDITIONS = {"ServiceTokenKeyUse": "UseServiceTokenKey"}
+
+
 MANAGED_POLICIES: dict[str, dict[str, Any]] = {
     "ConsumerPolicy": document(
         {
             "Sid": "ReadTheServiceToken",
             "Effect": "Allow",
             "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-            "Resource": ref("ServiceTokenSecret"),
+            "Resource": if_else(
+                "HasReplicaRegions",
+                [ref("ServiceTokenSecret"), *in_each_replica_region(replica_secret)],
+                ref("ServiceTokenSecret"),
+            ),
         },
-        only_if(
-            "HasKmsKey",
+        # Shared or replicated, the service token's own key (and its replicas) replaces
+        # KmsKeyArn, which then encrypts the refresh credential alone.
+        if_else(
+            "UseServiceTokenKey",
             {
-                "Sid": "DecryptThroughSecretsManager",
+                "Sid": "DecryptTheServiceTokenThroughSecretsManager",
                 "Effect": "Allow",
                 "Action": "kms:Decrypt",
-                "Resource": ref("KmsKeyArn"),
-                "Condition": THROUGH_SECRETS_MANAGER,
+                "Resource": if_else(
+                    "HasReplicaRegions",
+                    [SERVICE_TOKEN_KEY, *in_each_replica_region(replica_key)],
+                    SERVICE_TOKEN_KEY,
+                ),
+                "Condition": {
+                    "StringEquals": {
+                        "kms:ViaService": if_else(
+                            "HasReplicaRegions",
+                            SECRETS_MANAGER_IN_EVERY_REGION,
+                            sub("secretsmanager.${AWS::Region}.amazonaws.com"),
+                        )
+                    }
+                },
             },
+            only_if(
+                "HasKmsKey",
+                {
+                    "Sid": "DecryptThroughSecretsManager",
+                    "Effect": "Allow",
+                    "Action": "kms:Decrypt",
+                    "Resource": ref("KmsKeyArn"),
+                    "Condition": THROUGH_SECRETS_MANAGER,
+                },
+            ),
         ),
     ),
     "ConsumerRefreshRequestPolicy": document(
@@ -441,7 +569,20 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
                 "Action": "sqs:SendMessage",
                 "Resource": arn("RotationDeadLetterQueue"),
                 "Condition": {"ArnEquals": {"aws:SourceArn": arn("RefreshRequestedRule")}},
-            }
+            },
+            only_if(
+                "ShareAcrossAccounts",
+                {
+                    "Sid": "RemoteRefreshRequestedRuleDeadLetters",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn("RotationDeadLetterQueue"),
+                    "Condition": {
+                        "ArnEquals": {"aws:SourceArn": arn("RemoteRefreshRequestedRule")}
+                    },
+                },
+            ),
         ),
     },
     "AlarmTopicPolicy": {
@@ -528,7 +669,135 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
         "SourceArn": arn("LinksFunctionAlarmStateChange"),
     },
 }
+
+
+def shared_with(
+    action: dict[str, Any], sid: tuple[str, str], condition: dict[str, Any]
+) -> list[Any]:
+    """The three statements of a shared resource's policy: the listed accounts' (named as
+    principals), the whole organisation's and its organizational units' (a wildcard principal
+    narrowed to the organisation, this account's principals left out), each with ``action``
+    (Action and Resource) and ``condition``; present as their parameters are set. ``sid``: the
+    endings of their Sids, for a plural and a singular subject."""
+    organisation = {
+        **condition,
+        "StringEquals": {
+            "aws:PrincipalOrgID": ref("ConsumerOrganizationId"),
+            **condition.get("StringEquals", {}),
+        },
+        "StringNotEquals": {"aws:PrincipalAccount": ref("AWS::AccountId")},
+    }
+    paths = {
+        "ForAnyValue:StringLike": {"aws:PrincipalOrgPaths": ref("ConsumerOrganizationalUnitPaths")}
+    }
+    accounts = {
+        "Sid": f"ConsumerAccounts{sid[0]}",
+        "Effect": "Allow",
+        "Principal": {"AWS": ref("ConsumerAccountIds")},
+        **action,
+    }
+    if condition:
+        accounts["Condition"] = condition
+    return [
+        only_if("HasConsumerAccounts", accounts),
+        only_if(
+            "ShareWithTheOrganization",
+            {
+                "Sid": f"TheOrganization{sid[1]}",
+                "Effect": "Allow",
+                "Principal": "*",
+                **action,
+                "Condition": organisation,
+            },
+        ),
+        only_if(
+            "ShareWithOrganizationalUnits",
+            {
+                "Sid": f"TheOrganizationalUnits{sid[0]}",
+                "Effect": "Allow",
+                "Principal": "*",
+                **action,
+                "Condition": {**organisation, **paths},
+            },
+        ),
+    ]
+
+
+THIS_SECRETS_VERSIONS = {
+    "StringLike": {
+        "kms:EncryptionContext:SecretARN": sub(
+            "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
+            "${AWS::StackName}/service-token-??????"
+        )
+    }
+}
+REFRESH_BUS = sub(
+    "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/"
+    "${AWS::StackName}-refresh-requests"
+)
+# Sharing the service token: its secret's policy (GetSecretValue and DescribeSecret only; "*"
+# is the secret the policy is attached to), the key's (Decrypt through Secrets Manager, of this
+# secret's versions only), and the refresh requests' bus (PutEvents of refresh requests only).
+RESOURCE_POLICIES["ServiceTokenSecretPolicy"] = {
+    "SecretId": ref("ServiceTokenSecret"),
+    "BlockPublicPolicy": True,
+    "ResourcePolicy": document(
+        *shared_with(
+            {
+                "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                "Resource": "*",
+            },
+            ("ReadTheServiceToken", "ReadsTheServiceToken"),
+            {},
+        )
+    ),
+}
+RESOURCE_POLICIES["ServiceTokenKey"] = {
+    "EnableKeyRotation": True,
+    "MultiRegion": True,
+    "KeyPolicy": document(
+        {
+            "Sid": "TheAccountAdministersTheKey",
+            "Effect": "Allow",
+            "Principal": {"AWS": sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")},
+            "Action": "kms:*",
+            "Resource": "*",
+        },
+        *shared_with(
+            {"Action": "kms:Decrypt", "Resource": "*"},
+            (
+                "DecryptTheServiceTokenThroughSecretsManager",
+                "DecryptsTheServiceTokenThroughSecretsManager",
+            ),
+            {**THROUGH_SECRETS_MANAGER, **THIS_SECRETS_VERSIONS},
+        ),
+    ),
+}
+RESOURCE_POLICIES["RefreshRequestBus"] = {
+    "Name": sub("${AWS::StackName}-refresh-requests"),
+    "Policy": document(
+        *shared_with(
+            {"Action": "events:PutEvents", "Resource": REFRESH_BUS},
+            ("RequestRefreshes", "RequestsRefreshes"),
+            {
+                "StringEquals": {"events:detail-type": "Service Token Refresh Requested"},
+                "ForAllValues:StringEquals": {"events:source": "cmstoken.consumer"},
+            },
+        )
+    ),
+}
+RESOURCE_POLICIES["RemoteRefreshRequestedPermission"] = {
+    "Action": "lambda:InvokeFunction",
+    "FunctionName": ref("RotatorFunction"),
+    "Principal": "events.amazonaws.com",
+    "SourceArn": arn("RemoteRefreshRequestedRule"),
+}
+
 RESOURCE_POLICY_CONDITIONS = {
+    "ServiceTokenSecretPolicy": "ShareAcrossAccounts",
+    "ServiceTokenKey": "CreateServiceTokenKey",
+    "RefreshRequestBus": "ShareAcrossAccounts",
+    "RemoteRefreshRequestedPermission": "ShareAcrossAccounts",
     "AlarmTopicKey": "CreateAlarmTopicKey",
     "LinkSigningKeySecretPolicy": ONE_CLICK,
     "LinksFunctionUrlPublicPermissions": ONE_CLICK,
@@ -555,6 +824,44 @@ GATES = {
         ]
     },
     ONE_CLICK: {"Fn::Equals": [ref("OneClickReauthorization"), "true"]},
+    "HasConsumerAccounts": {
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref("ConsumerAccountIds")]}, ""]}]
+    },
+    "HasConsumerOrganization": {"Fn::Not": [{"Fn::Equals": [ref("ConsumerOrganizationId"), ""]}]},
+    "HasConsumerOrganizationalUnits": {
+        "Fn::Not": [
+            {"Fn::Equals": [{"Fn::Join": ["", ref("ConsumerOrganizationalUnitPaths")]}, ""]}
+        ]
+    },
+    "ShareWithTheOrganization": {
+        "Fn::And": [
+            {"Condition": "HasConsumerOrganization"},
+            {"Fn::Not": [{"Condition": "HasConsumerOrganizationalUnits"}]},
+        ]
+    },
+    "ShareWithOrganizationalUnits": {
+        "Fn::And": [
+            {"Condition": "HasConsumerOrganization"},
+            {"Condition": "HasConsumerOrganizationalUnits"},
+        ]
+    },
+    "ShareAcrossAccounts": {
+        "Fn::Or": [{"Condition": "HasConsumerAccounts"}, {"Condition": "HasConsumerOrganization"}]
+    },
+    "HasReplicaRegions": {"Fn::Not": [{"Fn::Equals": [ref("ReplicaRegions"), ""]}]},
+    "UseServiceTokenKey": {
+        "Fn::Or": [{"Condition": "ShareAcrossAccounts"}, {"Condition": "HasReplicaRegions"}]
+    },
+    "CreateServiceTokenKey": {
+        "Fn::And": [
+            {"Condition": "UseServiceTokenKey"},
+            {"Fn::Equals": [ref("ServiceTokenKmsKeyArn"), ""]},
+        ]
+    },
+    **{
+        f"HasReplicaRegion{i + 1}": {"Fn::Not": [{"Fn::Equals": [replica_region(i), ""]}]}
+        for i in range(1, 5)
+    },
 }
 
 # Resource types that grant access without a policy document of their own.
@@ -583,13 +890,15 @@ def test_every_role_and_policy_of_the_template_is_in_a_table() -> None:
     its statements are written into the tables below."""
     found = resources()
     iam = {name for name, r in found.items() if r["Type"].startswith("AWS::IAM::")}
-    assert iam == set(ROLES) | set(MANAGED_POLICIES) | set(ROLE_POLICIES)
+    assert iam == set(ROLES) | set(MANAGED_POLICIES) | set(ROLE_POLICIES) | set(POLICIES)
     for name in ROLES:
         assert found[name]["Type"] == "AWS::IAM::Role"
     for name in MANAGED_POLICIES:
         assert found[name]["Type"] == "AWS::IAM::ManagedPolicy"
     for name in ROLE_POLICIES:
         assert found[name]["Type"] == "AWS::IAM::RolePolicy"
+    for name in POLICIES:
+        assert found[name]["Type"] == "AWS::IAM::Policy"
     granting = {
         name
         for name, r in found.items()
@@ -621,6 +930,14 @@ def test_each_role_policy_grants_exactly_its_table(name: str) -> None:
     assert policy.get("Condition") == ROLE_POLICY_CONDITIONS[name]
     assert set(policy) <= {"Type", "Condition", "Properties"}
     assert policy["Properties"] == ROLE_POLICIES[name]
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_each_policy_of_several_roles_grants_exactly_its_table(name: str) -> None:
+    policy = resources()[name]
+    assert policy.get("Condition") == POLICY_CONDITIONS[name]
+    assert set(policy) <= {"Type", "Condition", "Properties"}
+    assert policy["Properties"] == POLICIES[name]
 
 
 @pytest.mark.parametrize("name", RESOURCE_POLICIES)

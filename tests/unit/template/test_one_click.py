@@ -21,6 +21,7 @@ import pytest
 
 from cmstoken.core.settings import LinksSettings
 from template_model import (
+    SHARING,
     Resolver,
     as_list,
     of_type,
@@ -156,7 +157,7 @@ def test_every_new_resource_and_output_is_under_the_condition() -> None:
     assert {name: found[name]["Type"] for name in ONE_CLICK} == ONE_CLICK
     for name in ONE_CLICK:
         assert found[name]["Condition"] == "OneClickEnabled", name
-    assert logical_ids(found) == BEFORE | set(ONE_CLICK)
+    assert logical_ids(found) == BEFORE | set(ONE_CLICK) | set(SHARING)
     outputs = transformed()["Outputs"]
     for name in ONE_CLICK_OUTPUTS:
         assert outputs[name]["Condition"] == "OneClickEnabled", name
@@ -168,7 +169,8 @@ def test_off_the_stack_is_what_it_was(others: dict[str, str]) -> None:
     resource that stays references one that goes."""
     values = resolver(**others)
     held = present(values)
-    before = {name: r for name, r in resources().items() if name not in ONE_CLICK}
+    later = set(ONE_CLICK) | set(SHARING)  # sharing is off here too (test_sharing.py)
+    before = {name: r for name, r in resources().items() if name not in later}
     assert logical_ids(before) == BEFORE
     assert set(held) == {name for name, r in before.items() if values.present(r)}
     for name, resource in resources().items():

@@ -110,7 +110,11 @@ def test_both_secrets_are_created_empty(resources: dict[str, Any]) -> None:
     for secret in secrets.values():
         assert "SecretString" not in secret["Properties"]
         assert "GenerateSecretString" not in secret["Properties"]
-        assert secret["Properties"]["KmsKeyId"]["Fn::If"][0] == "HasKmsKey"
+    # KmsKeyArn, or the default key; a shared service token has its own (test_sharing.py).
+    assert secrets["RefreshCredentialSecret"]["Properties"]["KmsKeyId"]["Fn::If"][0] == "HasKmsKey"
+    shared, _, single = secrets["ServiceTokenSecret"]["Properties"]["KmsKeyId"]["Fn::If"]
+    assert shared == "UseServiceTokenKey"
+    assert single["Fn::If"][0] == "HasKmsKey"
 
 
 def test_no_wildcard_resource_except_for_unscopable_actions(resources: dict[str, Any]) -> None:
@@ -142,18 +146,32 @@ def test_the_rotator_role_touches_only_the_two_secrets(resources: dict[str, Any]
 def test_the_consumer_policy_reads_the_service_token_secret_and_nothing_else(
     resources: dict[str, Any],
 ) -> None:
-    document = resources["ConsumerPolicy"]["Properties"]["PolicyDocument"]
-    found = list(statements(document))
-    read, decrypt = found
-    assert set(read["Action"]) == {
-        "secretsmanager:GetSecretValue",
-        "secretsmanager:DescribeSecret",
-    }
-    assert read["Resource"] == {"Ref": "ServiceTokenSecret"}
-    assert decrypt["Action"] == "kms:Decrypt"
-    assert decrypt["Resource"] == {"Ref": "KmsKeyArn"}
-    assert "kms:ViaService" in decrypt["Condition"]["StringEquals"]
-    assert document["Statement"][1]["Fn::If"][0] == "HasKmsKey"
+    """Single-account (sharing parameters empty): the service token secret, and KmsKeyArn
+    through Secrets Manager when given. Sharing replaces the key and adds the replicas
+    (test_sharing.py)."""
+    policy = resources["ConsumerPolicy"]["Properties"]
+    for key in ("", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"):
+        document = Resolver(parameter_values(KmsKeyArn=key)).resolve(policy)["PolicyDocument"]
+        read, *decrypt = document["Statement"]
+        assert set(read["Action"]) == {
+            "secretsmanager:GetSecretValue",
+            "secretsmanager:DescribeSecret",
+        }
+        assert read["Resource"] == "<ServiceTokenSecret>"
+        if not key:
+            assert decrypt == []
+            continue
+        assert decrypt == [
+            {
+                "Sid": "DecryptThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": key,
+                "Condition": {
+                    "StringEquals": {"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com"}
+                },
+            }
+        ]
 
 
 def test_only_the_products_functions_may_read_the_refresh_credential(
@@ -597,7 +615,9 @@ def test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters(
     queues to process undelivered events", granting permissions to the dead-letter queue)."""
     (policy,) = of_type(resources, "AWS::SQS::QueuePolicy").values()
     assert policy["Properties"]["Queues"] == [{"Ref": "RotationDeadLetterQueue"}]
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    # The rule of refresh requests from other accounts has its own statement (test_sharing.py).
+    statement, remote = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert remote["Fn::If"][0] == "ShareAcrossAccounts"
     assert statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert statement["Action"] == "sqs:SendMessage"

@@ -50,6 +50,9 @@ NAMED = {
     "AWS::CloudWatch::CompositeAlarm": ("AlarmName", "region"),
     # Table names are unique in the account and Region (DynamoDB API Reference, CreateTable).
     "AWS::DynamoDB::Table": ("TableName", "region"),
+    # "The name of the event bus ... must be unique in your account" in a Region (EventBridge
+    # API Reference, CreateEventBus, Name).
+    "AWS::Events::EventBus": ("Name", "region"),
 }
 ALARM_TYPES = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
 
@@ -233,10 +236,20 @@ def test_resource_policies_name_their_resource() -> None:
             for statement in statements(policy["Properties"]["PolicyDocument"]):
                 assert "*" not in as_list(statement["Resource"])
                 checked += 1
-    for secret_policy in of_type(resources, "AWS::SecretsManager::ResourcePolicy").values():
+    for name, secret_policy in of_type(resources, "AWS::SecretsManager::ResourcePolicy").items():
         for statement in statements(secret_policy["Properties"]["ResourcePolicy"]):
-            assert statement["Effect"] == "Deny"
-    assert checked >= 2
+            # Only the shared service token's policy allows (other accounts' reads).
+            assert statement["Effect"] == "Deny" or name == "ServiceTokenSecretPolicy"
+            assert statement["Resource"] == "*"
+    bus = resources["RefreshRequestBus"]["Properties"]
+    for statement in statements(bus["Policy"]):
+        assert statement["Resource"] == {
+            "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}"
+            ":event-bus/${AWS::StackName}-refresh-requests"
+        }
+        assert statement["Resource"]["Fn::Sub"].endswith(bus["Name"]["Fn::Sub"])
+        checked += 1
+    assert checked >= 5
 
 
 def test_refresh_requests_are_matched_from_this_account_only() -> None:
