@@ -4,7 +4,9 @@ would hand each resource, for the properties the tests evaluate)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -51,6 +53,20 @@ SHARING = {
     "RefreshRequestBus": ("AWS::Events::EventBus", "ShareAcrossAccounts"),
     "RemoteRefreshRequestedRule": ("AWS::Events::Rule", "ShareAcrossAccounts"),
     "RemoteRefreshRequestedPermission": ("AWS::Lambda::Permission", "ShareAcrossAccounts"),
+}
+
+
+# What CloudFormation returns for the references the sharing statements take apart: Ref of a
+# secret is its ARN (with Secrets Manager's six random characters), a key's Arn attribute.
+SERVICE_TOKEN_SECRET_ARN = (
+    "arn:aws:secretsmanager:us-east-1:123456789012:secret:cmstoken-prod/service-token-AbCdEf"
+)
+SERVICE_TOKEN_KEY_ARN = (
+    "arn:aws:kms:us-east-1:123456789012:key/mrk-0123456789abcdef0123456789abcdef"
+)
+PHYSICAL = {
+    "ServiceTokenSecret": SERVICE_TOKEN_SECRET_ARN,
+    "ServiceTokenKey.Arn": SERVICE_TOKEN_KEY_ARN,
 }
 
 
@@ -156,3 +172,21 @@ def _rule(expression: Any, values: Resolver) -> Any:
     if function == "Fn::EachMemberEquals":  # [list of strings, string]: every one is it
         return all(item == arguments[1] for item in arguments[0])
     raise NotImplementedError(f"rule function {function} is not modelled")
+
+
+def resolved_stack(values: Resolver) -> dict[str, Any]:
+    """The resources and outputs CloudFormation creates under these values, resolved; the
+    layer's logical id without the hash SAM appends to it."""
+    template = transformed()
+    found = {
+        "Resources": {
+            n: values.resolve(r) for n, r in template["Resources"].items() if values.present(r)
+        },
+        "Outputs": {
+            n: values.resolve(o) for n, o in template["Outputs"].items() if values.present(o)
+        },
+    }
+    normal: dict[str, Any] = json.loads(
+        re.sub(r"SharedLayer[0-9a-f]{10}", "SharedLayer", json.dumps(found))
+    )
+    return normal

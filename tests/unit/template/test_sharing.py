@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 
 from template_model import (
+    PHYSICAL,
+    SERVICE_TOKEN_KEY_ARN,
+    SERVICE_TOKEN_SECRET_ARN,
     SHARING,
     Resolver,
     broken_rules,
     parameter_values,
+    resolved_stack,
     source,
     transformed,
 )
@@ -30,11 +34,8 @@ ORGANISATION = "o-a1b2c3d4e5"
 UNITS = "o-a1b2c3d4e5/r-ab12/ou-ab12-11111111/*,o-a1b2c3d4e5/r-ab12/ou-ab12-22222222/"
 REGIONS = "eu-west-1,us-west-2"
 GIVEN_KEY = "arn:aws:kms:us-east-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab"
-# What CloudFormation would return for the references the sharing statements take apart (Ref of
-# a secret is its ARN, with Secrets Manager's six random characters; a key's Arn attribute).
-SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cmstoken-prod/service-token-AbCdEf"
-CREATED_KEY = "arn:aws:kms:us-east-1:123456789012:key/mrk-0123456789abcdef0123456789abcdef"
-PHYSICAL = {"ServiceTokenSecret": SECRET, "ServiceTokenKey.Arn": CREATED_KEY}
+SECRET = SERVICE_TOKEN_SECRET_ARN
+CREATED_KEY = SERVICE_TOKEN_KEY_ARN
 
 NEW_PARAMETERS = {
     "ConsumerAccountIds": "CommaDelimitedList",
@@ -82,28 +83,6 @@ OTHER_OPTIONS = {  # every other optional resource on
 
 def resolver(**parameters: str) -> Resolver:
     return Resolver({**parameter_values(**parameters), **PHYSICAL})
-
-
-def stack(values: Resolver) -> dict[str, Any]:
-    """The resources and outputs CloudFormation creates under these values, resolved; the
-    layer's logical id without the hash SAM appends to it."""
-    template = transformed()
-    found = {
-        "Resources": {
-            n: values.resolve(r) for n, r in template["Resources"].items() if values.present(r)
-        },
-        "Outputs": {
-            n: values.resolve(o) for n, o in template["Outputs"].items() if values.present(o)
-        },
-    }
-    normal: dict[str, Any] = json.loads(
-        re.sub(r"SharedLayer[0-9a-f]{10}", "SharedLayer", json.dumps(found))
-    )
-    return normal
-
-
-def resource(name: str, **parameters: str) -> dict[str, Any]:
-    return stack(resolver(**parameters))["Resources"][name]["Properties"]  # type: ignore[no-any-return]
 
 
 # --- the parameters ----------------------------------------------------------------------
@@ -199,10 +178,10 @@ def test_all_empty_the_stack_is_the_single_account_stack_before_sharing(others: 
     (``stack`` for both parameter sets, ``json.dump(..., indent=1, sort_keys=True)``)."""
     parameters = {} if others == "defaults" else OTHER_OPTIONS
     expected = json.loads(SNAPSHOT.read_text())[others]
-    assert stack(Resolver(parameter_values(**parameters))) == expected
+    assert resolved_stack(Resolver(parameter_values(**parameters))) == expected
     # Control: the comparison sees a shared stack.
     shared = parameter_values(**parameters, ConsumerAccountIds=ACCOUNTS)
-    assert stack(Resolver(shared)) != expected
+    assert resolved_stack(Resolver(shared)) != expected
 
 
 def test_every_sharing_resource_and_output_is_under_its_condition() -> None:
@@ -212,7 +191,7 @@ def test_every_sharing_resource_and_output_is_under_its_condition() -> None:
         assert found["Resources"][name]["Condition"] == condition, name
     for name, condition in NEW_OUTPUTS.items():
         assert found["Outputs"][name]["Condition"] == condition, name
-    empty = stack(resolver())
+    empty = resolved_stack(resolver())
     assert not set(SHARING) & set(empty["Resources"])
     assert not set(NEW_OUTPUTS) & set(empty["Outputs"])
 
@@ -229,15 +208,15 @@ def test_no_combination_changes_the_refresh_credential_or_its_policy(
 ) -> None:
     """Its secret (key, no replica) and its resource policy resolve exactly as without sharing,
     whatever is shared; no sharing resource names it."""
-    alone = stack(resolver(**others))["Resources"]
-    shared = stack(resolver(**others, **COMBINATIONS[combination]))["Resources"]
+    alone = resolved_stack(resolver(**others))["Resources"]
+    shared = resolved_stack(resolver(**others, **COMBINATIONS[combination]))["Resources"]
     for name in REFRESH_CREDENTIAL:
         assert shared[name] == alone[name], name
     assert "ReplicaRegions" not in shared["RefreshCredentialSecret"]["Properties"]
     for name in set(SHARING) & set(shared):
         assert "<RefreshCredentialSecret>" not in json.dumps(shared[name]), name
     # Control: a change to the refresh credential is seen.
-    changed = stack(resolver(**{**others, "KmsKeyArn": GIVEN_KEY}))["Resources"]
+    changed = resolved_stack(resolver(**{**others, "KmsKeyArn": GIVEN_KEY}))["Resources"]
     assert changed["RefreshCredentialSecret"] != alone["RefreshCredentialSecret"]
 
 
@@ -288,7 +267,7 @@ def test_the_service_token_secret_policy_is_exactly(combination: str) -> None:
     belongs", "AWS global condition context keys"), and this account's principals are left out:
     in their own account a resource policy's Allow alone would let any of them read."""
     values = resolver(**COMBINATIONS[combination])
-    found = stack(values)["Resources"]
+    found = resolved_stack(values)["Resources"]
     if combination not in SECRET_POLICIES:
         assert "ServiceTokenSecretPolicy" not in found
         return
@@ -360,7 +339,7 @@ def test_the_service_token_key_policy_is_exactly(combination: str) -> None:
     Secrets Manager User Guide, "Secret encryption and decryption", encryption context).
     ``kms:DescribeKey`` is not granted: GetSecretValue needs only Decrypt ("Permissions for the
     KMS key")."""
-    found = stack(resolver(**COMBINATIONS[combination]))["Resources"]
+    found = resolved_stack(resolver(**COMBINATIONS[combination]))["Resources"]
     if combination not in KEY_POLICIES:
         assert "ServiceTokenKey" not in found
         assert "ServiceTokenKeyAlias" not in found
@@ -389,7 +368,7 @@ def test_the_service_token_uses_its_own_key_when_it_leaves_the_account_or_region
     token has a customer managed key: the given one, or the stack's. KmsKeyArn stays the refresh
     credential's alone."""
     parameters = {**COMBINATIONS[combination], "KmsKeyArn": OTHER_OPTIONS["KmsKeyArn"]}
-    found = stack(resolver(**parameters))
+    found = resolved_stack(resolver(**parameters))
     key = found["Resources"]["ServiceTokenSecret"]["Properties"]["KmsKeyId"]
     outputs = found["Outputs"]
     if combination == "no consumers":
@@ -412,7 +391,7 @@ def test_the_functions_write_with_the_service_token_key_and_consumers_here_decry
     Both through Secrets Manager in this Region; with KmsKeyArn set, consumers no longer get its
     use: it encrypts only the refresh credential."""
     parameters = {"ConsumerAccountIds": ACCOUNTS, "KmsKeyArn": OTHER_OPTIONS["KmsKeyArn"]}
-    found = stack(resolver(**parameters))["Resources"]
+    found = resolved_stack(resolver(**parameters))["Resources"]
     assert found["ServiceTokenKeyUse"]["Properties"] == {
         "PolicyName": "write-the-service-token-with-its-key",
         "Roles": ["<RotatorRole>", "<BootstrapRole>"],
@@ -469,7 +448,7 @@ def test_each_replica_region_gets_the_replica_of_the_key_and_consumers_here_read
     which re-encrypts a new version for each replica ("Troubleshoot AWS Secrets Manager
     replication": kms:Encrypt and kms:GenerateDataKey on the replica's key)."""
     parameters = {"ReplicaRegions": regions, "ServiceTokenKmsKeyArn": key}
-    found = stack(resolver(**parameters))
+    found = resolved_stack(resolver(**parameters))
     primary = key or CREATED_KEY
     listed = regions.split(",")
     secret = found["Resources"]["ServiceTokenSecret"]["Properties"]
@@ -563,7 +542,7 @@ def test_the_refresh_request_bus_policy_is_exactly(combination: str) -> None:
     on ``events:source``, ``StringEquals`` on ``events:detail-type``); the organisation by
     ``aws:PrincipalOrgID`` ("You can also use IAM conditions in the policy to grant permissions to
     an organization", "Permissions for event buses in Amazon EventBridge")."""
-    found = stack(resolver(**COMBINATIONS[combination]))
+    found = resolved_stack(resolver(**COMBINATIONS[combination]))
     if combination not in BUS_POLICIES:
         for name in (
             "RefreshRequestBus",
@@ -585,7 +564,7 @@ def test_refresh_requests_on_the_bus_reach_the_rotator_as_the_default_bus_reques
     put them there) and hands them to the rotator with RefreshRequestedRule's retries and dead
     letters; the queue admits that rule's dead letters (EventBridge User Guide, "Using dead-letter
     queues to process undelivered events"); the rotator's debounce is the rate limit."""
-    found = stack(resolver(ConsumerAccountIds=ACCOUNTS))["Resources"]
+    found = resolved_stack(resolver(ConsumerAccountIds=ACCOUNTS))["Resources"]
     rule = found["RemoteRefreshRequestedRule"]["Properties"]
     local = found["RefreshRequestedRule"]["Properties"]
     assert rule["EventBusName"] == "<RefreshRequestBus>"
