@@ -104,3 +104,17 @@ def test_the_replica_limit_is_the_templates() -> None:
     conditions = template_model.source()["Conditions"]
     assert {f"HasReplicaRegion{n}" for n in range(2, places + 1)} <= set(conditions)
     assert f"HasReplicaRegion{places + 1}" not in conditions
+
+
+def test_the_security_table_has_every_new_principal() -> None:
+    """docs/security.md's table names the consumers elsewhere (each sharing parameter), the
+    functions' use of the key, and EventBridge's rule on the stack's bus."""
+    security = (DOC.parent / "security.md").read_text()
+    table = security.split("| who | can | cannot |", 1)[1].split("\n\n", 1)[0]
+    for name in ("ConsumerAccountIds", "ConsumerOrganizationId", "ConsumerOrganizationalUnitPaths"):
+        assert f"`{name}`" in table
+    bus = template_model.source()["Resources"]["RefreshRequestBus"]["Properties"]["Name"]
+    assert bus == {"Fn::Sub": "${AWS::StackName}-refresh-requests"}
+    assert "`NAME-refresh-requests`" in table
+    assert "when the service token is shared or replicated" in table
+    assert "EventBridge (the rule on `NAME-refresh-requests`)" in table
