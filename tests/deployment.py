@@ -339,10 +339,12 @@ def without_novalue_items(node: Any, resolver: Resolver) -> Any:
         return node
     kept = []
     for item in node:
-        if isinstance(item, dict) and set(item) == {"Fn::If"}:
-            condition, when_true, when_false = item["Fn::If"]
-            if (when_true if resolver.conditions[condition] else when_false) == NO_VALUE:
-                continue
+        chosen = item
+        while isinstance(chosen, dict) and set(chosen) == {"Fn::If"}:  # an Fn::If in a branch too
+            condition, when_true, when_false = chosen["Fn::If"]
+            chosen = when_true if resolver.conditions[condition] else when_false
+        if chosen == NO_VALUE:
+            continue
         kept.append(without_novalue_items(item, resolver))
     return kept
 
