@@ -567,7 +567,7 @@ def test_refresh_requests_on_the_bus_reach_the_rotator_as_the_default_bus_reques
     found = resolved_stack(resolver(ConsumerAccountIds=ACCOUNTS))["Resources"]
     rule = found["RemoteRefreshRequestedRule"]["Properties"]
     local = found["RefreshRequestedRule"]["Properties"]
-    assert rule["EventBusName"] == "<RefreshRequestBus>"
+    assert rule["EventBusName"] == "<RefreshRequestBus.Name>"
     assert rule["EventPattern"] == {
         "source": ["cmstoken.consumer"],
         "detail-type": ["Service Token Refresh Requested"],

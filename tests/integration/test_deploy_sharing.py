@@ -1,0 +1,166 @@
+"""The SAM-built template with the service token shared with two accounts and an organisation,
+deployed through CloudFormation on moto's server as the deploy test deploys it (``deployment``;
+issue 22, the stack's side).
+
+What moto's CloudFormation creates of it is checked against the stack's own resources: the key
+holds the key policy the template gives it, with this stack's names; the functions' roles carry
+the key's use; the consumer policy names the key; the bus is the stack's, and its rule hands
+refresh requests to the rotator with the dead letter queue. What moto does not create or apply is
+listed with the template assertions that cover it: the secret's resource policy (no model), the
+secrets themselves (``deployment`` stands them in, without replicas: replicas are not deployed
+here), the bus's ``Policy`` and the key's ``MultiRegion`` (moto's models ignore both). moto's KMS
+API cannot read a key its CloudFormation created, so that key is read from moto's backend."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from deployment import ROOT, Artifacts, Deployer, built_template, sam_transform
+from template_model import SHARING
+
+pytestmark = [
+    pytest.mark.integration,
+    # moto warns about each resource type it skips; the test lists them instead.
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS.*:UserWarning"),
+]
+
+BUCKET = "cmstoken-sharing-artifacts"
+ACCOUNTS = "111111111111,222222222222"
+ORGANISATION = "o-a1b2c3d4e5"
+SHARED = {
+    "ServiceBaseUrl": "https://cms.example.invalid",
+    "ConsumerAccountIds": ACCOUNTS,
+    "ConsumerOrganizationId": ORGANISATION,
+}
+SHARING_TESTS = "tests/unit/template/test_sharing.py"
+# Sharing's resources and properties moto does not create or apply, with the template assertions
+# that cover each.
+NOT_CREATED_BY_MOTO = {"ServiceTokenSecretPolicy": "AWS::SecretsManager::ResourcePolicy"}
+IGNORED_BY_MOTO = {
+    "ServiceTokenSecretPolicy": "test_the_service_token_secret_policy_is_exactly",
+    "RefreshRequestBus.Policy": "test_the_refresh_request_bus_policy_is_exactly",
+    "ServiceTokenKey.MultiRegion": "test_the_service_token_key_policy_is_exactly",
+    "ServiceTokenSecret.ReplicaRegions": (
+        "test_each_replica_region_gets_the_replica_of_the_key_and_consumers_here_read_it"
+    ),
+}
+
+
+def aws(service: str) -> Any:
+    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
+@pytest.fixture
+def deployer(moto_server: str) -> Deployer:
+    built = built_template()  # fails, saying to run `make build`, when missing or stale
+    s3 = aws("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    return Deployer(
+        clients=aws,
+        transformed=sam_transform(Artifacts(s3, BUCKET).package(built)),
+        bucket=BUCKET,
+        region=boto3.session.Session().region_name,
+        account_id=aws("sts").get_caller_identity()["Account"],
+    )
+
+
+def test_what_moto_ignores_is_covered_by_template_assertions() -> None:
+    tree = ast.parse((ROOT / SHARING_TESTS).read_text())
+    tests = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert set(IGNORED_BY_MOTO.values()) <= tests
+
+
+def statements(document: Any) -> list[dict[str, Any]]:
+    # moto's CloudFormation may store a policy as the Python text of the mapping (str(dict)).
+    parsed = ast.literal_eval(document) if isinstance(document, str) else document
+    found: list[dict[str, Any]] = parsed["Statement"]
+    return found
+
+
+def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deployer) -> None:
+    stack = deployer.deploy("cmstoken-shared", SHARED)
+    assert stack.status == "CREATE_COMPLETE"
+    not_created = stack.not_created()
+    assert {
+        name: kind for name, kind in not_created.items() if name in SHARING
+    } == NOT_CREATED_BY_MOTO
+    assert set(SHARING) - set(NOT_CREATED_BY_MOTO) <= set(stack.created())
+    account, region = deployer.account_id, deployer.region
+
+    # The key: the template's policy, with this stack's account, Region and secret name. moto's
+    # KMS API fails on every call to a key its CloudFormation created (moto 5 keeps the KeyPolicy
+    # as a mapping and json.loads it on each call): the key is read from moto's backend, which
+    # the server runs in this process.
+    from moto.kms.models import kms_backends
+
+    key_id = stack.physical_id("ServiceTokenKey")
+    key = kms_backends[account][region].keys[key_id]
+    assert key.key_rotation_status is True
+    policy = key.policy if isinstance(key.policy, dict) else json.loads(key.policy)
+    administer, accounts, organisation = policy["Statement"]
+    assert administer["Principal"] == {"AWS": f"arn:aws:iam::{account}:root"}
+    assert accounts["Principal"] == {"AWS": ACCOUNTS.split(",")}
+    assert accounts["Action"] == organisation["Action"] == "kms:Decrypt"
+    assert organisation["Condition"]["StringEquals"] == {
+        "aws:PrincipalOrgID": ORGANISATION,
+        "kms:ViaService": f"secretsmanager.{region}.amazonaws.com",
+    }
+    assert organisation["Condition"]["StringNotEquals"] == {"aws:PrincipalAccount": account}
+    assert accounts["Condition"]["StringLike"] == {
+        "kms:EncryptionContext:SecretARN": (
+            f"arn:aws:secretsmanager:{region}:{account}:secret:cmstoken-shared/service-token-??????"
+        )
+    }
+    kms = aws("kms")
+    aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
+    assert aliases["alias/cmstoken-shared-service-token"] == key_id
+    outputs = stack.outputs
+    assert outputs["ServiceTokenKeyArn"] == key.arn
+
+    # The functions' roles may use it through Secrets Manager; so may the consumer policy.
+    iam = aws("iam")
+    for role in ("RotatorRole", "BootstrapRole"):
+        name = stack.physical_id(role)
+        policies = iam.list_role_policies(RoleName=name)["PolicyNames"]
+        assert "write-the-service-token-with-its-key" in policies
+        document = iam.get_role_policy(
+            RoleName=name, PolicyName="write-the-service-token-with-its-key"
+        )["PolicyDocument"]
+        (use,) = statements(document)
+        assert use["Resource"] == key.arn
+        assert use["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    consumer = iam.get_policy_version(
+        PolicyArn=stack.physical_id("ConsumerPolicy"), VersionId="v1"
+    )["PolicyVersion"]["Document"]
+    read, decrypt = statements(consumer)
+    assert read["Resource"] == stack.stand_ins["ServiceTokenSecret"].ref
+    assert decrypt["Resource"] == key.arn
+
+    # The bus is the stack's; its rule hands refresh requests to the rotator.
+    events = aws("events")
+    bus = events.describe_event_bus(Name="cmstoken-shared-refresh-requests")
+    assert outputs["RefreshRequestBusArn"] == bus["Arn"]
+    rule = events.describe_rule(
+        Name=stack.physical_id("RemoteRefreshRequestedRule").split("|")[-1],
+        EventBusName="cmstoken-shared-refresh-requests",
+    )
+    assert json.loads(rule["EventPattern"]) == {
+        "source": ["cmstoken.consumer"],
+        "detail-type": ["Service Token Refresh Requested"],
+    }
+    (target,) = events.list_targets_by_rule(
+        Rule=rule["Name"], EventBusName="cmstoken-shared-refresh-requests"
+    )["Targets"]
+    rotator = aws("lambda").get_function_configuration(
+        FunctionName=stack.physical_id("RotatorFunction")
+    )
+    assert target["Arn"] == rotator["FunctionArn"]
+    assert target["DeadLetterConfig"]["Arn"].endswith(
+        ":" + stack.physical_id("RotationDeadLetterQueue").rsplit("/", 1)[-1]
+    )
