@@ -269,7 +269,10 @@ def secret_stand_in(
     CloudFormation has Secrets Manager generate one (GenerateSecretString's properties are
     GetRandomPassword's, CloudFormation Template Reference). ``Ref`` of an
     ``AWS::SecretsManager::Secret`` is its ARN (CloudFormation Template Reference)."""
-    properties = resolver.resolve(resource.get("Properties", {}))
+    # Only what the stand-in is made of (its replicas, ReplicaRegions, are not stood in).
+    made_of = ("Name", "Description", "GenerateSecretString")
+    given = resource.get("Properties", {})
+    properties = {key: resolver.resolve(given[key]) for key in made_of if key in given}
     name = properties.get("Name") or placeholder(resolver, logical_id, resource["Type"]).ref
     arguments = {"Name": name}
     if "Description" in properties:

@@ -85,6 +85,26 @@ FREE_FORM = {
     ),
     "AlarmTopicKmsKey": ("create", "{kms}", ""),
     "AlarmEmail": ("ops@example.com", ""),
+    "ConsumerAccountIds": ("111111111111,222222222222", ""),
+    "ConsumerOrganizationId": ("o-a1b2c3d4e5", ""),
+    "ConsumerOrganizationalUnitPaths": ("o-a1b2c3d4e5/r-ab12/ou-ab12-11111111/*", ""),
+    "ServiceTokenKmsKeyArn": ("{kms}", ""),
+    "ReplicaRegions": ("eu-west-1,us-west-2", ""),
+}
+# Parameters given with others: those the template's Rules refuse alone, and the sharing ones
+# with a key of the account's, because moto's CloudFormation cannot create the stack's own
+# (ServiceTokenKey and its alias) in an update (it resolves the alias's Ref to the new key to
+# nothing: KeyError 'TargetKeyId'); tests/integration/test_deploy_sharing.py creates that key.
+# A companion is given with each value, and set back to empty with the empty value.
+TOGETHER = {
+    "ConsumerAccountIds": {"ServiceTokenKmsKeyArn": "{kms}"},
+    "ConsumerOrganizationId": {"ServiceTokenKmsKeyArn": "{kms}"},
+    "ConsumerOrganizationalUnitPaths": {
+        "ConsumerOrganizationId": "o-a1b2c3d4e5",
+        "ServiceTokenKmsKeyArn": "{kms}",
+    },
+    "ServiceTokenKmsKeyArn": {"ConsumerAccountIds": "111111111111"},
+    "ReplicaRegions": {"ServiceTokenKmsKeyArn": "{kms}"},
 }
 
 
@@ -207,14 +227,23 @@ def test_every_parameter_has_values_to_change_to() -> None:
 def test_a_parameter_change_after_deploy_keeps_both_secrets(
     lifecycle: Lifecycle, name: str
 ) -> None:
-    """Each value in turn, only this parameter given (`sam deploy --parameter-overrides`), the
-    others kept from the stack; both secrets kept by every update."""
+    """Each value in turn, only this parameter given (`sam deploy --parameter-overrides`; with
+    its TOGETHER companions), the others kept from the stack; both secrets kept by every
+    update."""
     stack = lifecycle.create("cmstoken", TEMPLATE, OFFERS["defaults"])
     held = write_both_secrets(stack)
     key = aws("kms").create_key(Description="cmstoken upgrade test")["KeyMetadata"]["Arn"]
     for value in changes(name, PARAMETERS[name]):
+        companions = {
+            other: given if value else "" for other, given in TOGETHER.get(name, {}).items()
+        }
+        overrides = {**companions, name: value}
+        stack = lifecycle.update(
+            stack,
+            TEMPLATE,
+            {other: given.replace("{kms}", key) for other, given in overrides.items()},
+        )
         value = value.replace("{kms}", key)
-        stack = lifecycle.update(stack, TEMPLATE, {name: value})
         assert stack.parameters[name] == value
         assert_both_secrets_kept(stack, held)
 
