@@ -16,6 +16,7 @@ from cmstoken.core.errors import (
     KMS_KEY_CODES,
     StoreAccessError,
     StoreError,
+    StoreKeyError,
     StoreUnavailableError,
     VersionConflictError,
 )
@@ -112,6 +113,59 @@ def test_access_problems_are_reported_as_such(client: Any, code: str) -> None:
     fail_with(client, "GetSecretValue", client_error(code))
     with pytest.raises(StoreAccessError, match=code) as info:
         SecretStore(client).read("s")
+    assert info.value.code == code
+
+
+def answered(code: str, message: str) -> Any:
+    error = client_error(code, operation="GetSecretValue")
+    error.response["Error"]["Message"] = message
+    return error
+
+
+# The texts Secrets Manager answers with when KMS refused the caller (AWS Knowledge Center,
+# https://repost.aws/knowledge-center/secrets-manager-cross-account-key), and with which the
+# secret's own policy or the caller's identity policy refused it (IAM's "is not authorized to
+# perform" message); the last two name a secret whose name has "kms" in it.
+KEY_REFUSALS = [
+    ("AccessDeniedException", "Access to KMS is not allowed"),
+    (
+        "AccessDeniedException",
+        "Access to KMS is not allowed. This version of secret is not encrypted with the current "
+        "KMS key.",
+    ),
+    (
+        "InvalidRequestException",
+        "You can't access a secret from a different AWS account if you encrypt the secret with "
+        "the default KMS service key.",
+    ),
+    *[(code, "m") for code in sorted(KMS_KEY_CODES)],
+]
+POLICY_REFUSALS = [
+    (
+        "AccessDeniedException",
+        "User: arn:aws:sts::222233334444:assumed-role/app/x is not authorized to perform: "
+        "secretsmanager:GetSecretValue on resource: arn:aws:secretsmanager:eu-west-1:"
+        "123456789012:secret:kms/service-token-AbCdEf because no resource-based policy allows "
+        "the secretsmanager:GetSecretValue action",
+    ),
+    ("InvalidRequestException", "You tried to perform the operation on a secret marked deleted."),
+]
+
+
+@pytest.mark.parametrize(("code", "message"), KEY_REFUSALS)
+def test_a_key_that_refuses_is_a_key_error(client: Any, code: str, message: str) -> None:
+    fail_with(client, "GetSecretValue", answered(code, message))
+    with pytest.raises(StoreKeyError) as info:
+        SecretStore(client).read("s")
+    assert info.value.code == code
+
+
+@pytest.mark.parametrize(("code", "message"), POLICY_REFUSALS)
+def test_a_policy_that_refuses_is_no_key_error(client: Any, code: str, message: str) -> None:
+    fail_with(client, "GetSecretValue", answered(code, message))
+    with pytest.raises(StoreAccessError) as info:
+        SecretStore(client).read("s")
+    assert type(info.value) is StoreAccessError
     assert info.value.code == code
 
 

@@ -21,6 +21,7 @@ from cmstoken.core.errors import (
     KMS_KEY_CODES,
     StoreAccessError,
     StoreError,
+    StoreKeyError,
     StoreUnavailableError,
     VersionConflictError,
 )
@@ -49,6 +50,11 @@ _ACCESS_CODES = frozenset(
         "ExpiredTokenException",
     }
 )
+# What Secrets Manager says when KMS, not the secret's policy, refused a caller: an
+# AccessDeniedException "Access to KMS is not allowed" (the key policy), or, for a secret of
+# another account, an InvalidRequestException about the default KMS service key (AWS
+# Knowledge Center, "secrets-manager-cross-account-key").
+_KMS_REFUSALS = ("access to kms", "kms service key")
 _FIRST_VERSION_BASIS = "cmstoken:first-version"
 
 
@@ -161,6 +167,14 @@ def store_error(exc: ClientError | BotoCoreError, action: str, secret_id: str) -
         return StoreUnavailableError(text, code=code)
     if code == "ResourceNotFoundException":
         return StoreAccessError(f"{text} (does the secret exist?)", code=code)
-    if code in _ACCESS_CODES or code in KMS_KEY_CODES:
+    if code in KMS_KEY_CODES or (code in _ACCESS_CODES and _kms_refused(exc)):
+        return StoreKeyError(text, code=code)
+    if code in _ACCESS_CODES:
         return StoreAccessError(text, code=code)
     return StoreError(text, code=code)
+
+
+def _kms_refused(exc: ClientError) -> bool:
+    """Whether an access or request error is KMS's refusal rather than the secret's policy."""
+    message = str(exc.response.get("Error", {}).get("Message") or "").lower()
+    return any(refusal in message for refusal in _KMS_REFUSALS)

@@ -194,6 +194,13 @@ class StoreAccessError(StoreError):
     """The secret cannot be used: missing, access denied, key not usable, or being deleted."""
 
 
+class StoreKeyError(StoreAccessError):
+    """Secrets Manager cannot use the secret's KMS key for this caller: a ``KMS_KEY_CODES``
+    error, an ``AccessDeniedException`` about KMS (its key policy refused the caller), or a
+    secret of another account encrypted with the AWS managed key (which cannot be shared).
+    The fix is the key or the key's policy, not a ``secretsmanager`` permission."""
+
+
 # The AWS error codes of a KMS key that Secrets Manager cannot use for a secret (disabled,
 # pending deletion, missing, or its key policy refusing the caller): ``StoreAccessError``s
 # whose fix is the key, not a secretsmanager permission.
