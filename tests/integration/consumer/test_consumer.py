@@ -245,7 +245,9 @@ def test_a_client_in_another_region_names_both_regions(setup: Consumer) -> None:
     by_arn = ServiceTokenProvider(arn, secrets_client=elsewhere, clock=setup.stack.clock)
     message = not_found(by_arn, setup.stack)
     assert "region eu-west-1, account 123456789012 (from the ARN)" in message
-    assert "the ARN is in region us-east-1, the client asks region eu-west-1" in message
+    assert "the ARN is in region us-east-1, the given secrets_client asks region eu-west-1" in (
+        message
+    )
     by_name = ServiceTokenProvider(
         SERVICE_SECRET, secrets_client=elsewhere, clock=setup.stack.clock
     )

@@ -398,11 +398,11 @@ def test_threads_make_one_session_and_one_client_each_never_the_default_session(
         time.sleep(0.1)  # widen the window a second creation would need
         return make_session()
 
-    def counted_client(name: str, *, session: Any = None) -> Any:
+    def counted_client(name: str, *, session: Any = None, region_name: Any = None) -> Any:
         assert session is not None, "the provider's own session"
         made[name] += 1
         time.sleep(0.05)
-        return make_client(name, session=session)
+        return make_client(name, session=session, region_name=region_name)
 
     def default_session(*_: Any, **__: Any) -> Any:
         raise AssertionError("boto3's default session is not the helper's")

@@ -286,7 +286,8 @@ def test_a_document_that_is_not_one_is_unreadable(aws: Aws) -> None:
 @pytest.mark.parametrize(
     ("code", "reason", "hint"),
     [
-        ("AccessDeniedException", consumer.UNREADABLE, "secretsmanager:GetSecretValue"),
+        ("AccessDeniedException", consumer.ACCESS_DENIED, "secret's resource policy"),
+        ("UnrecognizedClientException", consumer.UNREADABLE, "secretsmanager:GetSecretValue"),
         ("ThrottlingException", consumer.UNAVAILABLE, "retry later"),
     ],
 )
@@ -303,56 +304,64 @@ def test_aws_failures_are_named(aws: Aws, code: str, reason: str, hint: str) -> 
 
 
 @pytest.mark.parametrize(
-    "code", ["DecryptionFailure", "KMSAccessDeniedException", "KMSDisabledException"]
+    ("code", "text"),
+    [
+        ("DecryptionFailure", "m"),
+        ("KMSAccessDeniedException", "m"),
+        ("KMSDisabledException", "m"),
+        ("AccessDeniedException", "Access to KMS is not allowed"),
+    ],
 )
 def test_a_kms_key_that_cannot_be_used_is_named_not_the_secrets_permission(
-    aws: Aws, code: str
+    aws: Aws, code: str, text: str
 ) -> None:
-    """A key Secrets Manager cannot use (disabled, pending deletion, a key policy that refuses)
-    is what the message points at, with the same reason (issue 20)."""
+    """A key Secrets Manager cannot use (disabled, pending deletion, a key policy that refuses:
+    "Access to KMS is not allowed") is what the message points at (issues 20 and 22)."""
 
     def refuse(**_: Any) -> None:
-        error: Any = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {}}
+        error: Any = {"Error": {"Code": code, "Message": text}, "ResponseMetadata": {}}
         raise ClientError(error, "GetSecretValue")
 
     aws.secrets.meta.events.register("before-call.secrets-manager.GetSecretValue", refuse)
     with pytest.raises(ConsumerError) as caught:
         aws.provider().token()
     message = str(caught.value)
-    assert caught.value.reason == consumer.UNREADABLE
+    assert caught.value.reason == consumer.CANNOT_DECRYPT
     assert f"cannot read secret {SECRET!r}: {code} (region us-east-1" in message
-    assert "Secrets Manager cannot use the secret's KMS key (the stack's KmsKeyArn)" in message
+    assert "Secrets Manager cannot use the secret's KMS key (the stack's KmsKeyArn" in message
     assert "the key must be enabled (not disabled or pending deletion)" in message
     assert "kms:Decrypt through Secrets Manager" in message
     assert "secretsmanager:GetSecretValue" not in message
 
 
-def test_a_secret_of_another_region_gets_advice_that_boto3_follows(
+def test_an_arn_of_another_region_is_read_there_and_a_given_client_is_kept(
     aws: Aws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The advice for an ARN of another region works as given: AWS_DEFAULT_REGION, or a client
-    made for that region; not AWS_REGION, which boto3 ignores (issue 20)."""
+    """Without a client of its own, the helper reads an ARN in the ARN's region (issue 22); a
+    secrets_client the workload gave is used as given, and its region's mismatch is named,
+    with advice that works (issue 20)."""
     elsewhere = boto3.client("secretsmanager", region_name="eu-west-1")
     arn = elsewhere.create_secret(Name=SECRET)["ARN"]
     document = ServiceTokenDocument(
         token=TOKEN_A, expires_at=aws.clock.now() + DAY, api_url=API_URL, issued_at=aws.clock.now()
     )
     elsewhere.put_secret_value(SecretId=arn, SecretString=document.to_json())
+    provider = ServiceTokenProvider(arn, clock=aws.clock)
+    assert provider.token() == TOKEN_A
+    assert provider.secrets_client.meta.region_name == "eu-west-1"
+    here = boto3.client("secretsmanager")
     with pytest.raises(ConsumerError) as caught:
-        ServiceTokenProvider(arn, clock=aws.clock).token()
+        ServiceTokenProvider(arn, secrets_client=here, clock=aws.clock).token()
     message = str(caught.value)
     assert caught.value.reason == consumer.SECRET_NOT_FOUND
-    assert "the ARN is in region eu-west-1, the client asks region us-east-1" in message
-    assert "set AWS_DEFAULT_REGION=eu-west-1, which boto3 reads" in message
+    assert "the given secrets_client asks region us-east-1: give none" in message
     assert "region_name='eu-west-1'" in message
-    assert "AWS_REGION=" not in message
-    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # the advice this replaced: no effect
-    with pytest.raises(ConsumerError, match="does not exist where it was asked for"):
-        ServiceTokenProvider(arn, clock=aws.clock).token()
-    client = boto3.client("secretsmanager", region_name="eu-west-1")
-    assert ServiceTokenProvider(arn, secrets_client=client, clock=aws.clock).token() == TOKEN_A
+    assert ServiceTokenProvider(arn, secrets_client=elsewhere, clock=aws.clock).token() == TOKEN_A
+    # A name is read in the caller's region (the us-east-1 secret here is empty).
+    with pytest.raises(ConsumerError, match="exists but has no value"):
+        ServiceTokenProvider(SECRET, clock=aws.clock).token()
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    assert ServiceTokenProvider(arn, clock=aws.clock).token() == TOKEN_A
+    assert ServiceTokenProvider(SECRET, clock=aws.clock).token() == TOKEN_A
 
 
 def test_reauthorization_required_serves_a_valid_token_but_names_the_problem(
@@ -703,7 +712,7 @@ def test_auth_with_a_real_provider_uses_the_rotated_token(aws: Aws) -> None:
 def test_clients_are_created_on_first_use(aws: Aws) -> None:
     aws.publish(TOKEN_A)
     provider = ServiceTokenProvider(SECRET, clock=aws.clock)
-    assert provider._store is None
+    assert provider._stores == {}
     assert provider._events_client is None
     assert provider.token() == TOKEN_A
     assert provider.secrets_client.meta.service_model.service_name == "secretsmanager"

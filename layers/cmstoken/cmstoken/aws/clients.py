@@ -35,19 +35,22 @@ def client(
     service_name: str,
     *,
     session: Any = None,
+    region_name: str | None = None,
     connect_timeout: float = 3,
     read_timeout: float = 5,
     max_attempts: int = 3,
 ) -> Any:
     """A boto3 client for ``service_name`` (callers annotate it with its stub type), from
-    ``session`` when given, else from boto3's default session. ``max_attempts`` counts the
-    first call (1: botocore does not retry; the caller does)."""
+    ``session`` when given, else from boto3's default session, in ``region_name`` (default:
+    the session's region). ``max_attempts`` counts the first call (1: botocore does not
+    retry; the caller does)."""
     import boto3
     from botocore.config import Config
 
     make: Any = boto3.client if session is None else session.client
     return make(
         service_name,
+        region_name=region_name,
         config=Config(
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,

@@ -1,7 +1,8 @@
 """The consumer helper's refresh request: one ``Service Token Refresh Requested`` event on the
-default EventBridge bus (the rotator's trigger). Unlike the best-effort ``notifications``, a
-request that EventBridge does not take raises an ``EventBusError`` type the caller can report.
-botocore is imported on the first call."""
+default EventBridge bus, or on a bus named by its ARN in another account (``EventBusName``
+takes a bus's name or ARN: PutEventsRequestEntry), the rotator's trigger. Unlike the
+best-effort ``notifications``, a request that EventBridge does not take raises an
+``EventBusError`` type the caller can report. botocore is imported on the first call."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cmstoken.core.triggers import REFRESH_REQUESTED
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
 
 # PutEvents entry errors that EventBridge documents as retryable (PutEventsResultEntry).
 _RETRYABLE_ENTRY_CODES = frozenset({"InternalFailure", "ThrottlingException"})
@@ -34,23 +36,37 @@ _PERMISSION_CODES = frozenset(
 _AWS_TEXT_LIMIT = 200
 
 
-def request_refresh(client: EventBridgeClient, *, source: str, detail: Mapping[str, str]) -> str:
-    """Put one refresh request from ``source`` (``detail`` as JSON, keys sorted) on the default
-    bus; its event id. ``EventBusError`` when the call fails, or when EventBridge refuses the
-    entry in a successful answer (``FailedEntryCount``, the entry's ``ErrorCode`` and
-    ``ErrorMessage``: PutEventsResultEntry)."""
+def bus_region(bus: str | None) -> str | None:
+    """The region an event bus ARN names (``None`` for a name or the default bus): a client
+    there sends to it."""
+    parts = (bus or "").split(":", 5)
+    if len(parts) == 6 and parts[0] == "arn" and parts[2] == "events" and parts[3]:
+        return parts[3]
+    return None
+
+
+def request_refresh(
+    client: EventBridgeClient,
+    *,
+    source: str,
+    detail: Mapping[str, str],
+    bus: str | None = None,
+) -> str:
+    """Put one refresh request from ``source`` (``detail`` as JSON, keys sorted) on ``bus``
+    (name or ARN; ``None``: the default bus); its event id. ``EventBusError`` when the call
+    fails, or when EventBridge refuses the entry in a successful answer (``FailedEntryCount``,
+    the entry's ``ErrorCode`` and ``ErrorMessage``: PutEventsResultEntry)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    entry: PutEventsRequestEntryTypeDef = {
+        "Source": source,
+        "DetailType": REFRESH_REQUESTED,
+        "Detail": json.dumps(detail, sort_keys=True),
+    }
+    if bus:
+        entry["EventBusName"] = bus
     try:
-        answer = client.put_events(
-            Entries=[
-                {
-                    "Source": source,
-                    "DetailType": REFRESH_REQUESTED,
-                    "Detail": json.dumps(detail, sort_keys=True),
-                }
-            ]
-        )
+        answer = client.put_events(Entries=[entry])
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)

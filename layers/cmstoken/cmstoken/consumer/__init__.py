@@ -3,7 +3,8 @@ it expires, and asks the rotator for a new one when the API refuses it.
 
 ``provider`` holds ``ServiceTokenProvider``, which puts together the cache (``cache``), the
 reading of the secret (``reading``), the shared waits for a token other than a refused one
-(``waits``) and the refresh requests (``refresh``); ``auth`` is the ``requests`` adapter
+(``waits``), the refresh requests (``refresh``) and where to read (``regions``: the
+replica in the caller's region, or the primary); ``auth`` is the ``requests`` adapter
 (``ServiceTokenAuth``); ``errors`` holds ``ConsumerError`` and its reasons. The AWS calls are
 the ``aws`` layer's (boto3 only there).
 
@@ -13,6 +14,8 @@ This folder, ``aws`` and ``core`` are what the ``cmstoken-consumer`` wheel ships
 
 from cmstoken.consumer.auth import ServiceTokenAuth
 from cmstoken.consumer.errors import (
+    ACCESS_DENIED,
+    CANNOT_DECRYPT,
     EXPIRED,
     NOT_BOOTSTRAPPED,
     REAUTHORIZATION_REQUIRED,
@@ -28,6 +31,8 @@ from cmstoken.consumer.errors import (
 from cmstoken.consumer.provider import ServiceTokenProvider
 
 __all__ = [
+    "ACCESS_DENIED",
+    "CANNOT_DECRYPT",
     "EXPIRED",
     "NOT_BOOTSTRAPPED",
     "REAUTHORIZATION_REQUIRED",

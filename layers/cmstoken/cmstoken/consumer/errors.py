@@ -10,6 +10,8 @@ from cmstoken.core.errors import CmsTokenError
 # ConsumerError.reason values.
 NOT_BOOTSTRAPPED = "not_bootstrapped"
 SECRET_NOT_FOUND = "secret_not_found"  # noqa: S105 (a reason code, not a password)
+ACCESS_DENIED = "access_denied"
+CANNOT_DECRYPT = "cannot_decrypt"
 UNREADABLE = "unreadable"
 UNAVAILABLE = "unavailable"
 EXPIRED = "expired"
@@ -28,10 +30,11 @@ ROTATOR_HINT = (
 
 class ConsumerError(CmsTokenError):
     """No usable service token. ``reason`` is one of this module's reason constants
-    (``not_bootstrapped``, ``secret_not_found``, ``unreadable``, ``unavailable``, ``expired``,
-    ``reauthorization_required``, ``request_failed``, ``refresh_debounced``,
-    ``refresh_timeout``, ``still_refused``); ``retry_at`` (epoch seconds) is when a refresh
-    request can work again, for the last three."""
+    (``not_bootstrapped``, ``secret_not_found``, ``access_denied``, ``cannot_decrypt``,
+    ``unreadable``, ``unavailable``, ``expired``, ``reauthorization_required``,
+    ``request_failed``, ``refresh_debounced``, ``refresh_timeout``, ``still_refused``);
+    ``retry_at`` (epoch seconds) is when a refresh request can work again, for the last
+    three."""
 
     def __init__(self, message: str, *, reason: str, retry_at: float | None = None) -> None:
         super().__init__(message)

@@ -8,7 +8,8 @@ bearer header of ``requests`` calls:
 
 - on 401 (``refused``) the secret is re-read; a different token there is used at once;
   otherwise the helper asks the rotator for a new one with a ``Service Token Refresh
-  Requested`` event on the default bus and waits for it. Every thread refused with the same
+  Requested`` event (on ``event_bus``: the default bus, or the stack's bus by ARN from another
+  account) and waits for it. Every thread refused with the same
   token shares that one request and that one wait, and gets its outcome when it ends. When the
   rotator would skip the request (the stack refreshed within its
   ``MIN_REFRESH_INTERVAL_SECONDS``, which the published document carries), the helper says so
@@ -19,12 +20,16 @@ bearer header of ``requests`` calls:
 ``new_resource`` asks for a rotated token right after the workload created a resource it will
 use (the API's rule), with the same debounce. The call is retried once.
 
+A full ARN is read in its own region, or in the caller's region when ``replica_regions`` lists
+it (the replica there; ``regions``); a name is read in the caller's region and account only.
+
 Secrets Manager answers ``ResourceNotFoundException`` both for a secret that does not exist
 where the client asked (a mistyped ARN, another region or account) and for the empty secret of
 a stack that is not bootstrapped yet; on that answer (never on the hot path) the helper asks
 ``DescribeSecret`` (the stack's ConsumerPolicy grants it), which tells the two apart:
 ``secret_not_found`` names the secret, region and account asked, ``not_bootstrapped`` is the
-existing secret with no value. A refresh request that EventBridge refuses (``FailedEntryCount``
+existing secret with no value; ``access_denied`` (the policies) and ``cannot_decrypt`` (the
+KMS key) say which refused. A refresh request that EventBridge refuses (``FailedEntryCount``
 in a successful answer) is a ``request_failed`` error naming the entry's error.
 
 boto3 is imported on first use only, in a session of the provider's own; messages and logs carry
@@ -35,10 +40,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws import clients
 from cmstoken.aws.documents import STATUS_ACTIVE, ServiceTokenDocument
+from cmstoken.aws.refresh_requests import bus_region
 from cmstoken.consumer.cache import TokenCache
 from cmstoken.consumer.errors import (
     REFRESH_DEBOUNCED,
@@ -50,6 +57,7 @@ from cmstoken.consumer.errors import (
 )
 from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.refresh import RefreshRequests
+from cmstoken.consumer.regions import Target, Targets, checked_regions
 from cmstoken.consumer.waits import SharedWaits, wait_for_other_than
 from cmstoken.core.clock import Clock, SystemClock, optional_iso
 from cmstoken.core.errors import ConfigurationError
@@ -71,11 +79,17 @@ _NO_ROTATION = frozenset({REFRESH_DEBOUNCED, REFRESH_TIMEOUT, STILL_REFUSED})
 
 
 class ServiceTokenProvider:
-    """The published service token of one stack, read from ``secret_id`` (name or ARN).
+    """The published service token of one stack, read from ``secret_id`` (name or ARN; the
+    full ARN from another account or region).
 
     Thread-safe; make one per process and reuse it (in Lambda: at module level). Its AWS
-    clients come from a boto3 session of its own, created once, on first use.
+    clients come from a boto3 session of its own, created once, on first use; a
+    ``secrets_client`` given is used for every read, in its own region.
 
+    ``replica_regions`` (the stack's ``ReplicaRegions``) are the regions with a replica: in
+    one of them the replica is read, the primary only when that read fails. ``event_bus``
+    (name or ARN; the stack's ``RefreshRequestBusArn`` from another account) receives the
+    refresh requests; ``None`` is the default bus of the caller's account and region.
     ``min_refresh_interval_seconds`` is used only when the published document does not carry
     the stack's ``MIN_REFRESH_INTERVAL_SECONDS`` (stacks older than this helper).
     """
@@ -92,6 +106,8 @@ class ServiceTokenProvider:
         poll_interval_seconds: float = 5,
         min_refresh_interval_seconds: float = DEFAULT_MIN_REFRESH_INTERVAL_SECONDS,
         event_source: str = "cmstoken.consumer",
+        replica_regions: Iterable[str] = (),
+        event_bus: str | None = None,
     ) -> None:
         if not secret_id:
             raise ConfigurationError("secret_id must name the service token secret")
@@ -109,11 +125,14 @@ class ServiceTokenProvider:
         self.poll_interval_seconds = poll_interval_seconds
         self.min_refresh_interval_seconds = min_refresh_interval_seconds
         self.event_source = event_source
+        self.replica_regions = checked_regions(secret_id, replica_regions)
+        self.event_bus = event_bus or None
         self._secrets_client = secrets_client
         self._events_client = events_client
         self._session: Any = None
-        self._store: SecretStore | None = None
-        self._clients_lock = threading.Lock()  # the session and the clients
+        self._stores: dict[str | None, SecretStore] = {}
+        self._targets: Targets | None = None
+        self._clients_lock = threading.Lock()  # the session, the clients and the targets
         self._cache = TokenCache(self, self._read)
         self._waits = SharedWaits()
         self._requests = RefreshRequests(self)
@@ -122,42 +141,79 @@ class ServiceTokenProvider:
 
     @property
     def secrets_client(self) -> SecretsManagerClient:
-        """The Secrets Manager client (honours ``AWS_ENDPOINT_URL``)."""
-        return self._secret_store().client
+        """The Secrets Manager client of the first place read (honours ``AWS_ENDPOINT_URL``)."""
+        return self._store(self._read_targets().order()[0]).client
 
     @property
     def events_client(self) -> EventBridgeClient:
-        """The EventBridge client (honours ``AWS_ENDPOINT_URL``)."""
+        """The EventBridge client, in the bus ARN's region (honours ``AWS_ENDPOINT_URL``)."""
         client = self._events_client
         if client is None:
             with self._clients_lock:
                 if self._events_client is None:
-                    self._events_client = self._new_client("events")
+                    region = bus_region(self.event_bus)
+                    self._events_client = self._new_client("events", region)
                 client = self._events_client
         return client
 
-    def _secret_store(self) -> SecretStore:
-        store = self._store
+    def _read_targets(self) -> Targets:
+        """Where to read: decided on first use, from the caller's region."""
+        targets = self._targets
+        if targets is None:
+            with self._clients_lock:
+                if self._targets is None:
+                    self._targets = Targets(
+                        self.secret_id, self.replica_regions, self._caller_region(), self.clock
+                    )
+                targets = self._targets
+        return targets
+
+    def _caller_region(self) -> str | None:
+        """The given client's region, else the session's (the caller holds the lock)."""
+        if self._secrets_client is not None:
+            return self._secrets_client.meta.region_name
+        return self._boto3_session().region_name  # type: ignore[no-any-return]
+
+    def _store(self, target: Target) -> SecretStore:
+        """The store that reads ``target``: the given client's, else one in its region."""
+        region = None if self._secrets_client is not None else target.region
+        store = self._stores.get(region)
         if store is None:
             with self._clients_lock:
-                if self._store is None:
+                if region not in self._stores:
                     from cmstoken.aws.secrets import SecretStore
 
-                    client = self._secrets_client or self._new_client("secretsmanager")
-                    self._store = SecretStore(client)
-                store = self._store
+                    client = self._secrets_client or self._new_client("secretsmanager", region)
+                    self._stores[region] = SecretStore(client)
+                store = self._stores[region]
         return store
 
-    def _new_client(self, service_name: str) -> Any:
-        """A client from the provider's session (the caller holds ``_clients_lock``)."""
+    def _boto3_session(self) -> Any:
+        """The provider's boto3 session (the caller holds ``_clients_lock``)."""
         if self._session is None:
             self._session = clients.session()
-        return clients.client(service_name, session=self._session)
+        return self._session
+
+    def _new_client(self, service_name: str, region: str | None) -> Any:
+        """A client from the provider's session (the caller holds ``_clients_lock``)."""
+        return clients.client(service_name, session=self._boto3_session(), region_name=region)
 
     def _read(self) -> ServiceTokenDocument:
-        """The secret's document, read now (no cache); ``ConsumerError`` when there is none."""
-        store = self._secret_store()
-        return read_document(store, self.secret_id, self._session)
+        """The secret's document, read now (no cache): the replica in this region first when
+        there is one, then the primary; ``ConsumerError`` when there is none."""
+        targets = self._read_targets()
+        *replicas, primary = targets.order()
+        for replica in replicas:
+            try:
+                return read_document(self._store(replica), replica.secret_id, self._session)
+            except ConsumerError as exc:
+                targets.replica_failed()
+                logger.warning(
+                    "could not read the service token's replica in %s; reading the primary",
+                    replica.region,
+                    extra={"reason": exc.reason, "error": str(exc)},
+                )
+        return read_document(self._store(primary), primary.secret_id, self._session)
 
     # --- the token --------------------------------------------------------------------------
 

@@ -12,7 +12,9 @@ from cmstoken.aws import clients
 from cmstoken.aws.documents import ServiceTokenDocument
 from cmstoken.aws.secret_lookup import secret_arn, secret_exists
 from cmstoken.consumer.errors import (
+    ACCESS_DENIED,
     BOOTSTRAP_HINT,
+    CANNOT_DECRYPT,
     NOT_BOOTSTRAPPED,
     SECRET_NOT_FOUND,
     UNAVAILABLE,
@@ -22,9 +24,9 @@ from cmstoken.consumer.errors import (
 )
 from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import (
-    KMS_KEY_CODES,
     DocumentError,
     StoreError,
+    StoreKeyError,
     StoreUnavailableError,
 )
 from cmstoken.core.redaction import fingerprint
@@ -87,33 +89,41 @@ def _not_found(asked: _Asked) -> ConsumerError:
     return ConsumerError(
         f"the service token secret {secret_id!r} does not exist where it was asked for "
         f"({asked.where()}): the secret id or the consumer's region is wrong"
-        f"{asked.mismatch()}; use the stack's ServiceTokenSecretArn output, from a client in "
-        "the stack's region",
+        f"{asked.mismatch()}; use the stack's ServiceTokenSecretArn output, its full ARN (a "
+        "name or a partial ARN is looked up in the caller's own account)",
         reason=SECRET_NOT_FOUND,
     )
 
 
 def _store_failure(exc: StoreError, asked: _Asked) -> ConsumerError:
+    """The three refusals apart: the key (``cannot_decrypt``), the policies
+    (``access_denied``), anything else (``unreadable``)."""
     if isinstance(exc, StoreUnavailableError):
         return ConsumerError(f"{exc}; retry later", reason=UNAVAILABLE)
-    if exc.code in KMS_KEY_CODES:
+    if isinstance(exc, StoreKeyError):
         return ConsumerError(
             f"{exc} ({asked.where()}); Secrets Manager cannot use the secret's KMS key (the "
-            "stack's KmsKeyArn): the key must be enabled (not disabled or pending deletion), "
-            "and its key policy must let the workload use it for kms:Decrypt through Secrets "
-            "Manager (the stack's ConsumerPolicy grants that permission)",
-            reason=UNREADABLE,
+            "stack's KmsKeyArn or its service token key): the key must be enabled (not "
+            "disabled or pending deletion), its key policy must let this principal use it for "
+            "kms:Decrypt through Secrets Manager, and so must the principal's own policy "
+            "(ConsumerPolicy, or consumer.yaml's in another account); the AWS managed key "
+            "aws/secretsmanager cannot be shared with another account",
+            reason=CANNOT_DECRYPT,
         )
-    hint = (
-        "the workload needs secretsmanager:GetSecretValue on the service token secret (the "
-        "stack's ConsumerPolicy grants it)"
-    )
     if exc.code == "AccessDeniedException":
-        hint += (
-            ", and the secret id must be the stack's ServiceTokenSecretArn output, asked in "
-            "the stack's region (that policy allows no other secret)"
+        return ConsumerError(
+            f"{exc} ({asked.where()}); this principal needs secretsmanager:GetSecretValue on "
+            "the secret's full ARN (the stack's ConsumerPolicy grants it, consumer.yaml's "
+            "policy in another account), and from another account the secret's resource "
+            "policy must allow this account (the stack's ConsumerAccountIds, "
+            "ConsumerOrganizationId or ConsumerOrganizationalUnitPaths)",
+            reason=ACCESS_DENIED,
         )
-    return ConsumerError(f"{exc} ({asked.where()}); {hint}", reason=UNREADABLE)
+    return ConsumerError(
+        f"{exc} ({asked.where()}); the workload needs secretsmanager:GetSecretValue on the "
+        "service token secret (the stack's ConsumerPolicy grants it)",
+        reason=UNREADABLE,
+    )
 
 
 @dataclass(frozen=True)
@@ -143,13 +153,11 @@ class _Asked:
             return ""
         region = self.client.meta.region_name
         if region and arn.region != region:
-            # boto3 takes its region from AWS_DEFAULT_REGION (or a profile), never from
-            # AWS_REGION, which only the AWS CLI v2 and other SDKs read.
+            # Only a secrets_client the workload gave asks another region than the ARN's.
             return (
-                f" (the ARN is in region {arn.region}, the client asks region {region}: run the "
-                f"consumer in {arn.region}: set AWS_DEFAULT_REGION={arn.region}, which boto3 "
-                "reads (it ignores AWS_REGION), or pass secrets_client=boto3.client("
-                f"'secretsmanager', region_name='{arn.region}'))"
+                f" (the ARN is in region {arn.region}, the given secrets_client asks region "
+                f"{region}: give none, and the helper reads in the ARN's region, or pass "
+                f"secrets_client=boto3.client('secretsmanager', region_name='{arn.region}'))"
             )
         account = self._account()
         if account is not None and arn.account != account:

@@ -1,5 +1,5 @@
 """Refresh requests: whether one can bring a new token now, and sending one (a ``Service Token
-Refresh Requested`` event on the default bus, which the rotator answers)."""
+Refresh Requested`` event on the default bus or the stack's bus, which the rotator answers)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class RequestSettings(Protocol):
     clock: Clock
     secret_id: str
     event_source: str
+    event_bus: str | None
 
     @property
     def events_client(self) -> EventBridgeClient:
@@ -93,27 +94,34 @@ class RefreshRequests:
         }
         try:
             event_id = request_refresh(
-                settings.events_client, source=settings.event_source, detail=detail
+                settings.events_client,
+                source=settings.event_source,
+                detail=detail,
+                bus=settings.event_bus,
             )
         except EventBusError as exc:
-            raise _request_failed(exc, settings.event_source) from exc
+            raise _request_failed(exc, settings.event_source, settings.event_bus) from exc
         with self._lock:
             self._last = (fingerprint(current.token), now)
         logger.info("service token refresh requested", extra={**detail, "event_id": event_id})
         return now
 
 
-def _request_failed(exc: EventBusError, source: str) -> ConsumerError:
+def _request_failed(exc: EventBusError, source: str, bus: str | None) -> ConsumerError:
+    bus_name = f"the bus {bus}" if bus else "the default bus"
+    where = f"the event bus {bus}" if bus else "the default event bus"
     if isinstance(exc, EventBusUnavailableError):
         hint = "a retryable failure: EventBridge may take a later request"
     elif isinstance(exc, EventBusAccessError):
         hint = (
-            f"the workload needs events:PutEvents on the default bus for source {source!r} "
-            "(the stack's ConsumerRefreshRequestPolicy grants it for 'cmstoken.consumer')"
+            f"the workload needs events:PutEvents on {bus_name} for source {source!r} (the "
+            "stack's ConsumerRefreshRequestPolicy grants it for 'cmstoken.consumer'; "
+            "consumer.yaml's policy with RefreshRequestBusArn in another account), and a bus "
+            "of another account must allow this account in its policy"
         )
     else:
         hint = "EventBridge refused the event; the rotator was not asked"
     return ConsumerError(
-        f"could not request a service token refresh on the default event bus ({exc}); {hint}",
+        f"could not request a service token refresh on {where} ({exc}); {hint}",
         reason=REQUEST_FAILED,
     )

@@ -1,0 +1,278 @@
+"""The consumer helper across regions and accounts (issue 22, item 6), on moto in-process: the
+replica in the caller's own region is read first (Secrets Manager's own replication, which moto
+models: the replica's ARN is the primary's with its region), the primary when that fails or
+when there is none; refresh requests go to a bus named by its ARN, from a client in the bus's
+region; and the three refusals (not found, the policies, the key) are told apart, each in one
+line that says what to fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from cmstoken import consumer
+from cmstoken.aws.documents import ServiceTokenDocument
+from cmstoken.consumer import ConsumerError, ServiceTokenProvider
+from cmstoken.consumer.regions import REPLICA_RETRY_SECONDS, replica_arn
+from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.triggers import REFRESH_REQUESTED
+from support import FakeClock, client_error, fail_with
+
+PRIMARY, OWN, OTHER = "eu-west-1", "us-east-1", "ap-southeast-2"
+NAME = "cmstoken/service-token"
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.regions-token-payload.c2ln"
+DAY = 86400
+
+
+@dataclass
+class World:
+    """A published secret in PRIMARY, replicated to OWN (the callers' region)."""
+
+    arn: str
+    clock: FakeClock
+
+    def provider(self, **options: Any) -> ServiceTokenProvider:
+        return ServiceTokenProvider(self.arn, clock=self.clock, **options)
+
+
+@pytest.fixture
+def world(aws_credentials: None) -> Iterator[World]:
+    with mock_aws():
+        clock = FakeClock()
+        document = ServiceTokenDocument(
+            token=TOKEN, expires_at=clock.now() + DAY, api_url="https://x/api", issued_at=0
+        )
+        primary = boto3.client("secretsmanager", region_name=PRIMARY)
+        arn = primary.create_secret(
+            Name=NAME, SecretString=document.to_json(), AddReplicaRegions=[{"Region": OWN}]
+        )["ARN"]
+        yield World(arn, clock)
+
+
+def region_calls(provider: ServiceTokenProvider) -> Counter[str]:
+    """GetSecretValue calls by region, through every client the provider makes from now on
+    (counted before any other handler of theirs runs)."""
+    calls: Counter[str] = Counter()
+
+    def count(context: Any, **_: Any) -> None:
+        calls[context["client_region"]] += 1
+
+    provider._boto3_session().events.register("before-call.secrets-manager.GetSecretValue", count)
+    return calls
+
+
+def test_a_replica_is_the_primarys_arn_with_its_region() -> None:
+    arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:stack/service-token-AbCdEf"
+    assert replica_arn(arn, "us-east-1") == (
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:stack/service-token-AbCdEf"
+    )
+
+
+def test_the_replica_in_the_callers_region_is_read(world: World) -> None:
+    provider = world.provider(replica_regions=[OWN, OTHER])
+    calls = region_calls(provider)
+    assert provider.secrets_client.meta.region_name == OWN
+    assert provider.document().token == TOKEN
+    assert calls == Counter({OWN: 1}), "the primary's region is not asked"
+
+
+def test_without_replica_regions_the_primary_is_read_in_its_region(world: World) -> None:
+    """The control: the same caller, no replica named, reads the primary in PRIMARY."""
+    provider = world.provider()
+    calls = region_calls(provider)
+    assert provider.secrets_client.meta.region_name == PRIMARY
+    assert provider.document().token == TOKEN
+    assert calls == Counter({PRIMARY: 1})
+
+
+def test_a_caller_in_a_region_without_a_replica_reads_the_primary(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", OTHER)
+    provider = world.provider(replica_regions=[OWN])
+    assert provider.secrets_client.meta.region_name == PRIMARY
+    assert provider.token() == TOKEN
+
+
+def test_a_failed_replica_read_falls_back_to_the_primary_for_a_while(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = world.provider(replica_regions=[OWN])
+    calls = region_calls(provider)
+    fail_with(provider.secrets_client, "GetSecretValue", client_error("AccessDeniedException"))
+    assert provider.document().token == TOKEN
+    assert calls == Counter({OWN: 1, PRIMARY: 1})
+    (warning,) = [r for r in caplog.records if r.msg.startswith("could not read the service")]
+    assert warning.getMessage() == (
+        "could not read the service token's replica in us-east-1; reading the primary"
+    )
+    assert warning.reason == consumer.ACCESS_DENIED  # type: ignore[attr-defined]
+    assert TOKEN not in warning.error  # type: ignore[attr-defined]
+    provider._read()  # what every uncached read does
+    assert calls == Counter({OWN: 1, PRIMARY: 2}), "the replica rests after a failure"
+    world.clock.advance(REPLICA_RETRY_SECONDS)
+    provider._read()
+    assert calls == Counter({OWN: 2, PRIMARY: 3}), "then it is tried again"
+
+
+def test_replica_regions_need_an_arn_and_region_names(world: World) -> None:
+    with pytest.raises(ConfigurationError, match="needs the secret's full ARN"):
+        ServiceTokenProvider(NAME, replica_regions=[OWN])
+    with pytest.raises(ConfigurationError, match="'Europe' is not an AWS region name"):
+        ServiceTokenProvider(world.arn, replica_regions=["Europe"])
+    assert ServiceTokenProvider(world.arn, replica_regions=[" us-east-1 ", ""]).replica_regions == (
+        OWN,
+    )
+
+
+# --- refresh requests to a bus by ARN -----------------------------------------------------
+
+
+def test_a_refresh_request_goes_to_the_bus_arn_from_its_region(world: World) -> None:
+    events = boto3.client("events", region_name=PRIMARY)
+    bus = events.create_event_bus(Name="cmstoken-refresh-requests")["EventBusArn"]
+    sqs = boto3.client("sqs", region_name=PRIMARY)
+    queue = sqs.create_queue(QueueName="requests")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
+    events.put_rule(
+        Name="r",
+        EventBusName="cmstoken-refresh-requests",
+        EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]}),
+    )
+    events.put_targets(
+        Rule="r",
+        EventBusName="cmstoken-refresh-requests",
+        Targets=[{"Id": "q", "Arn": queue_arn["Attributes"]["QueueArn"]}],
+    )
+    provider = world.provider(event_bus=bus, refresh_wait_seconds=0)
+    assert provider.events_client.meta.region_name == PRIMARY
+    with pytest.raises(ConsumerError) as waited:
+        provider.refused(TOKEN)
+    assert waited.value.reason == consumer.REFRESH_TIMEOUT, "sent, and no new token came"
+    (message,) = sqs.receive_message(QueueUrl=queue)["Messages"]
+    event = json.loads(message["Body"])
+    assert (event["source"], event["detail-type"]) == ("cmstoken.consumer", REFRESH_REQUESTED)
+    assert event["detail"]["secret_id"] == world.arn
+
+
+def test_without_a_bus_the_request_goes_to_the_default_bus_as_before(world: World) -> None:
+    """The control: no event_bus, no EventBusName; the client is the session's region's."""
+    provider = world.provider(refresh_wait_seconds=0)
+    sent: list[dict[str, Any]] = []
+    provider.events_client.meta.events.register(
+        "before-parameter-build.events.PutEvents",
+        lambda params, **_: sent.extend(params["Entries"]),
+    )
+    assert provider.events_client.meta.region_name == OWN
+    with pytest.raises(ConsumerError):
+        provider.refused(TOKEN)
+    assert [entry.get("EventBusName") for entry in sent] == [None]
+
+
+def test_a_refused_request_names_the_bus_and_both_policies(world: World) -> None:
+    bus = f"arn:aws:events:{PRIMARY}:123456789012:event-bus/cmstoken-refresh-requests"
+    provider = world.provider(event_bus=bus)
+    fail_with(provider.events_client, "PutEvents", client_error("AccessDeniedException"))
+    with pytest.raises(ConsumerError) as caught:
+        provider.refused(TOKEN)
+    message = str(caught.value)
+    assert caught.value.reason == consumer.REQUEST_FAILED
+    assert f"could not request a service token refresh on the event bus {bus}" in message
+    assert f"events:PutEvents on the bus {bus} for source 'cmstoken.consumer'" in message
+    assert "a bus of another account must allow this account in its policy" in message
+    assert "\n" not in message
+    assert TOKEN not in message
+
+
+# --- the three refusals ---------------------------------------------------------------------
+
+KMS_DENIED = "Access to KMS is not allowed"
+POLICY_DENIED = (
+    "User: arn:aws:sts::222233334444:assumed-role/app/x is not authorized to perform: "
+    "secretsmanager:GetSecretValue on resource: {arn} because no resource-based policy allows "
+    "the secretsmanager:GetSecretValue action"
+)
+
+
+def refuse(provider: ServiceTokenProvider, code: str, text: str) -> None:
+    error = client_error(code, operation="GetSecretValue")
+    error.response["Error"]["Message"] = text
+    fail_with(provider.secrets_client, "GetSecretValue", error)
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "reason", "fix"),
+    [
+        (
+            "AccessDeniedException",
+            POLICY_DENIED,
+            consumer.ACCESS_DENIED,
+            "the secret's resource policy must allow this account (the stack's "
+            "ConsumerAccountIds, ConsumerOrganizationId or ConsumerOrganizationalUnitPaths)",
+        ),
+        (
+            "AccessDeniedException",
+            KMS_DENIED,
+            consumer.CANNOT_DECRYPT,
+            "its key policy must let this principal use it for kms:Decrypt through Secrets Manager",
+        ),
+        (
+            "InvalidRequestException",
+            "You can't access a secret from a different AWS account if you encrypt the secret "
+            "with the default KMS service key.",
+            consumer.CANNOT_DECRYPT,
+            "the AWS managed key aws/secretsmanager cannot be shared with another account",
+        ),
+        ("DecryptionFailure", "m", consumer.CANNOT_DECRYPT, "the key must be enabled"),
+    ],
+    ids=["secret-policy", "key-policy", "aws-managed-key", "key-disabled"],
+)
+def test_the_policies_and_the_key_are_told_apart(
+    world: World, code: str, text: str, reason: str, fix: str
+) -> None:
+    provider = world.provider()
+    refuse(provider, code, text.format(arn=world.arn))
+    with pytest.raises(ConsumerError) as caught:
+        provider.token()
+    message = str(caught.value)
+    assert caught.value.reason == reason
+    assert fix in message
+    assert f"cannot read secret {world.arn!r}: {code} (region {PRIMARY}" in message
+    assert "\n" not in message
+    assert TOKEN not in message
+
+
+def test_an_arn_that_is_not_there_is_not_found_and_says_full_arn(world: World) -> None:
+    missing = world.arn.replace("123456789012", "999999999999")
+    with pytest.raises(ConsumerError) as caught:
+        ServiceTokenProvider(missing, clock=world.clock).token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.SECRET_NOT_FOUND
+    assert f"(region {PRIMARY}, account 999999999999 (from the ARN))" in message
+    assert "its full ARN (a name or a partial ARN is looked up in the caller's own account)" in (
+        message
+    )
+    assert "\n" not in message
+
+
+def test_a_replica_refusal_is_logged_and_the_primarys_error_is_raised(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = world.provider(replica_regions=[OWN])
+    refuse(provider, "AccessDeniedException", KMS_DENIED)
+    primary = provider._store(provider._read_targets().primary).client
+    fail_with(primary, "GetSecretValue", client_error("AccessDeniedException"))
+    with caplog.at_level(logging.WARNING), pytest.raises(ConsumerError) as caught:
+        provider.token()
+    assert caught.value.reason == consumer.ACCESS_DENIED
+    assert f"cannot read secret {world.arn!r}" in str(caught.value)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.reason for r in warnings] == [consumer.CANNOT_DECRYPT]  # type: ignore[attr-defined]
