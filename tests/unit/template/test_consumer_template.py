@@ -1,0 +1,177 @@
+"""consumer.yaml, the consumer account's template (issue 22, item 3): cfn-lint finds nothing
+(and finds a planted fault), its parameters take what the stack's outputs hold and refuse the
+rest, and its one managed policy holds exactly the statements each combination of inputs needs,
+no wildcard anywhere."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cmstoken.consumer import ServiceTokenProvider
+from cmstoken.core.triggers import REFRESH_REQUESTED
+from consumer_template import (
+    BUS_ARN,
+    FIVE_REGIONS,
+    KEY_ARN,
+    SECRET_ARN,
+    TEMPLATE,
+    expected_document,
+    parameters,
+    policy_document,
+    resolver,
+    template,
+)
+
+CFN_LINT = Path(sys.executable).parent / "cfn-lint"
+
+COMBINATIONS: dict[str, dict[str, Any]] = {
+    "secret only": {},
+    "with key": {"key": True},
+    "with bus": {"bus": True},
+    "key and bus": {"key": True, "bus": True},
+    "one replica, no key": {"regions": ("us-east-1",)},
+    "two replicas with key": {"key": True, "regions": ("us-east-1", "eu-central-1")},
+    "five replicas, key and bus": {"key": True, "bus": True, "regions": FIVE_REGIONS},
+}
+
+
+def lint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CFN_LINT), str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+
+
+def test_cfn_lint_finds_nothing() -> None:
+    linted = lint(TEMPLATE)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_cfn_lint_finds_a_planted_fault(tmp_path: Path) -> None:
+    """The control: the same template with a reference to a parameter it lacks fails."""
+    broken = tmp_path / "consumer.yaml"
+    broken.write_text(TEMPLATE.read_text().replace("!Ref RefreshRequestBusArn\n", "!Ref Bus\n", 1))
+    linted = lint(broken)
+    assert linted.returncode != 0
+    assert "Bus" in linted.stdout
+
+
+@pytest.mark.parametrize("name", COMBINATIONS)
+def test_the_policy_holds_exactly_what_the_combination_needs(name: str) -> None:
+    inputs = COMBINATIONS[name]
+    assert policy_document(parameters(**inputs)) == expected_document(**inputs)
+
+
+def test_the_expectation_is_no_copy_of_the_template() -> None:
+    """The control: a combination's policy differs from another's expectation."""
+    assert policy_document(parameters(key=True)) != expected_document(key=True, bus=True)
+    assert policy_document(parameters(regions=("us-east-1",))) != expected_document()
+
+
+def test_no_statement_has_a_wildcard_or_grants_more_than_it_names() -> None:
+    document = policy_document(parameters(key=True, bus=True, regions=FIVE_REGIONS))
+    text = json.dumps(document)
+    assert "*" not in text
+    actions: set[str] = set()
+    for statement in document["Statement"]:
+        action = statement["Action"]
+        actions.update([action] if isinstance(action, str) else action)
+    assert actions == {
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:DescribeSecret",
+        "kms:Decrypt",
+        "events:PutEvents",
+    }
+    assert all(statement["Effect"] == "Allow" for statement in document["Statement"])
+
+
+def test_the_refresh_condition_is_what_the_helper_sends() -> None:
+    document = policy_document(parameters(bus=True))
+    (refresh,) = [s for s in document["Statement"] if s["Sid"] == "RequestServiceTokenRefresh"]
+    defaults = ServiceTokenProvider.__init__.__kwdefaults__
+    assert defaults is not None
+    source = defaults["event_source"]
+    assert refresh["Condition"]["StringEquals"] == {
+        "events:source": source,
+        "events:detail-type": REFRESH_REQUESTED,
+    }
+
+
+def test_the_policy_is_named_and_its_arn_is_the_output() -> None:
+    resolved = resolver(parameters())
+    (policy,) = resolved.resources("AWS::IAM::ManagedPolicy").values()
+    assert resolved.resolve(policy["Properties"]["ManagedPolicyName"]) == (
+        "cmstoken-service-token-reader"
+    )
+    outputs = template()["Outputs"]
+    assert outputs == {
+        "ConsumerPolicyArn": {
+            "Description": outputs["ConsumerPolicyArn"]["Description"],
+            "Value": {"Ref": "ConsumerPolicy"},
+        }
+    }
+    assert list(template()["Resources"]) == ["ConsumerPolicy"]
+
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+def allowed(parameter: str, value: str) -> bool:
+    pattern = template()["Parameters"][parameter]["AllowedPattern"]
+    return re.fullmatch(pattern, value) is not None
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "ok"),
+    [
+        ("ServiceTokenSecretArn", SECRET_ARN, True),
+        ("ServiceTokenSecretArn", SECRET_ARN.replace("aws:", "aws-cn:", 1), True),
+        ("ServiceTokenSecretArn", SECRET_ARN.removesuffix("-AbCdEf"), False),  # partial
+        ("ServiceTokenSecretArn", "cmstoken/service-token", False),
+        ("ServiceTokenSecretArn", "", False),
+        ("ServiceTokenKeyArn", "", True),
+        ("ServiceTokenKeyArn", KEY_ARN, True),
+        ("ServiceTokenKeyArn", KEY_ARN.replace("key/mrk-", "alias/"), False),
+        ("RefreshRequestBusArn", "", True),
+        ("RefreshRequestBusArn", BUS_ARN, True),
+        ("RefreshRequestBusArn", "cmstoken-refresh-requests", False),
+        ("ReplicaRegions", "", True),
+        ("ReplicaRegions", "us-east-1", True),
+        ("ReplicaRegions", ",".join(FIVE_REGIONS), True),
+        ("ReplicaRegions", ",".join((*FIVE_REGIONS, "eu-north-1")), False),  # six
+        ("ReplicaRegions", "us-east-1, eu-central-1", False),  # a space
+        ("ReplicaRegions", "us-east-1,", False),
+        ("PolicyName", "cmstoken-service-token-reader", True),
+        ("PolicyName", "no spaces", False),
+    ],
+)
+def test_parameters_take_the_stacks_outputs_and_refuse_the_rest(
+    parameter: str, value: str, ok: bool
+) -> None:
+    assert allowed(parameter, value) is ok
+
+
+def test_only_the_secret_is_required() -> None:
+    declared = template()["Parameters"]
+    assert [name for name, spec in declared.items() if "Default" not in spec] == [
+        "ServiceTokenSecretArn"
+    ]
+
+
+def test_the_replica_slots_are_as_many_as_the_pattern_allows() -> None:
+    """Five slots (Replica0..4), and the pattern allows five regions: a sixth would have no
+    statement."""
+    conditions = template()["Conditions"]
+    slots = sorted(name for name in conditions if re.fullmatch(r"Replica\d", name))
+    assert slots == [f"Replica{i}" for i in range(len(FIVE_REGIONS))]
