@@ -196,7 +196,13 @@ def test_the_help_lists_it_among_the_commands_with_the_exit_statuses(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     listed = re.findall(r"^    ([a-z-]+)\s{2,}(\S.*)$", build_parser().format_help(), re.M)
-    assert [name for name, _ in listed] == ["bootstrap", "status", "rotate", "rotate-link-key"]
+    assert [name for name, _ in listed] == [
+        "bootstrap",
+        "status",
+        "rotate",
+        "rotate-link-key",
+        "check-consumer",
+    ]
     assert dict(listed)["rotate-link-key"].startswith("replace the key that signs")
     with pytest.raises(SystemExit) as exited:
         main(["rotate-link-key", "--help"])

@@ -42,13 +42,20 @@ def replica_arn(arn: str, region: str) -> str:
     return ":".join(parts)
 
 
-def checked_regions(secret_id: str, regions: Iterable[str]) -> tuple[str, ...]:
-    """The replica regions of ``secret_id``; ``ConfigurationError`` for anything but region
-    names, or for regions without the secret's ARN (a replica is found by its ARN)."""
+def region_names(regions: Iterable[str]) -> tuple[str, ...]:
+    """The regions, stripped, empty ones left out; ``ConfigurationError`` for anything but
+    region names."""
     found = tuple(region.strip() for region in regions if region.strip())
     for region in found:
         if not _REGION.fullmatch(region):
             raise ConfigurationError(f"replica_regions: {region!r} is not an AWS region name")
+    return found
+
+
+def checked_regions(secret_id: str, regions: Iterable[str]) -> tuple[str, ...]:
+    """The replica regions of ``secret_id`` (``region_names``); ``ConfigurationError`` for
+    regions without the secret's ARN too (a replica is found by its ARN)."""
+    found = region_names(regions)
     if found and secret_arn(secret_id) is None:
         raise ConfigurationError(
             "replica_regions needs the secret's full ARN (the stack's ServiceTokenSecretArn "

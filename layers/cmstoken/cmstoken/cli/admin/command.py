@@ -4,12 +4,15 @@
     cmstoken-admin --stack NAME status [--json]
     cmstoken-admin --stack NAME rotate
     cmstoken-admin --stack NAME rotate-link-key
+    cmstoken-admin check-consumer --secret-arn ARN --refresh-credential-arn ARN
+        [--replica-regions R1,R2] [--bus-arn ARN [--send-refresh-request]]
 
 It finds the functions from the stack's outputs and invokes them (``rotate-link-key`` writes
 the secret an output names instead: ``link_key``). The invocation goes through the
 small ``Invoker`` interface (``invokers``), so that tests and the local demo run this same
 code against the handlers in-process (``LocalInvoker``). This module is the command line and
-``rotate``; the package's docstring lists the other parts.
+``rotate``; the package's docstring lists the other parts. ``check-consumer`` runs in a consumer
+account, on ARNs, with no stack of its own (``consumer_check``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TextIO
 
 from cmstoken import __version__
 from cmstoken.cli.admin.bootstrap import bootstrap
+from cmstoken.cli.admin.consumer_command import CHECK_CONSUMER, add_check_consumer, check_consumer
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
 from cmstoken.cli.admin.link_key import LINK_KEY_OUTPUT, ONE_CLICK_PARAMETER, rotate_link_key
@@ -55,7 +59,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     options."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "stack", "").strip():
+    if args.command == CHECK_CONSUMER:
+        if hasattr(args, "stack"):
+            parser.error("check-consumer takes the stack's ARNs, not --stack")
+        if args.send_refresh_request and not args.bus_arn:
+            parser.error("--send-refresh-request needs --bus-arn")
+    elif not getattr(args, "stack", "").strip():
         parser.error("the following arguments are required: --stack")
     args.region = getattr(args, "region", None)
     args.debug = getattr(args, "debug", False)
@@ -70,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         description="Operate a deployed Cluster Management Service token stack: authorize it "
         "(bootstrap), check its health (status), rotate now (rotate), void every "
-        "re-authorization link sent so far (rotate-link-key).",
+        "re-authorization link sent so far (rotate-link-key); from a consumer account, check "
+        "what it can do with the stack's secrets (check-consumer).",
         epilog="Uses your AWS credentials, region and endpoints as the AWS CLI does "
         "(AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...). " + EXIT_STATUS_HELP,
     )
@@ -82,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "rotate", parents=[common], help="force a rotation now", epilog=EXIT_STATUS_HELP
     )
     _add_rotate_link_key(commands, common)
+    add_check_consumer(commands, EXIT_STATUS_HELP)
     return parser
 
 
@@ -91,7 +102,9 @@ def _global_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("stack")
     where.add_argument(
-        "--stack", default=argparse.SUPPRESS, help="the CloudFormation stack name (required)"
+        "--stack",
+        default=argparse.SUPPRESS,
+        help="the CloudFormation stack name (every command but check-consumer needs it)",
     )
     where.add_argument(
         "--region",
@@ -231,6 +244,8 @@ def _against_aws(args: argparse.Namespace) -> int:
     """Find the stack's functions in its region and account, and run the command."""
     from botocore.config import Config
 
+    if args.command == CHECK_CONSUMER:  # its clients are in the regions its ARNs name
+        return check_consumer(args, open_session(args.region or args.secret_arn.split(":")[3]))
     session = open_session(args.region)
     # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
     # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.
