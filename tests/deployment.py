@@ -45,6 +45,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
+import cfn_intrinsics
 from template_model import NAMELESS, Resolver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +329,7 @@ def substitute(node: Any, values: Mapping[str, StandIn]) -> Any:
     return {key: substitute(value, values) for key, value in node.items()}
 
 
-def without_novalue_items(node: Any, resolver: Resolver) -> Any:
+def without_novalue_items(node: Any, resolver: cfn_intrinsics.Resolver) -> Any:
     """The fragment without the list items that are an ``Fn::If`` choosing ``AWS::NoValue``,
     which CloudFormation removes ("AWS::NoValue: Removes the corresponding resource property
     when specified as a return value in the Fn::If intrinsic function", CloudFormation
