@@ -21,7 +21,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "bootstrap": {"rotation", "upstream", "aws", "core"},
     "consumer": {"aws", "core"},
     "links": {"aws", "core"},
-    "cli": {"upstream", "core"},
+    "cli": {"consumer", "upstream", "core"},
     "observability": {"rotation", "aws", "core"},
     "runtime": {"observability", "bootstrap", "links", "rotation", "upstream", "aws", "core"},
 }

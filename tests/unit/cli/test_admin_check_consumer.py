@@ -23,7 +23,7 @@ from moto import mock_aws
 
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
 from cmstoken.cli.admin import command
-from cmstoken.cli.admin.consumer_check import ConsumerCheck, Line, run_checks
+from cmstoken.consumer.check import ConsumerCheck, Line, run_checks
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from support import FakeClock
 

@@ -7,7 +7,8 @@
   failure in one line);
 - ``console`` (exit codes, printing) and ``countdown``: what both tools share.
 
-Imports ``upstream`` and ``core``, and boto3 for ``cmstoken-admin``'s own AWS calls (the
-operator's credentials and region, one-line errors that name a missing permission):
-``get-token`` imports neither boto3 nor Powertools, so that it starts quickly.
+Imports ``upstream`` and ``core``, ``consumer`` for ``cmstoken-admin check-consumer`` (which
+checks a consumer account through the helper's own reading), and boto3 for ``cmstoken-admin``'s
+own AWS calls (the operator's credentials and region, one-line errors that name a missing
+permission): ``get-token`` imports neither boto3 nor Powertools, so that it starts quickly.
 """

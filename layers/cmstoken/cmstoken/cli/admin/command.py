@@ -12,7 +12,7 @@ the secret an output names instead: ``link_key``). The invocation goes through t
 small ``Invoker`` interface (``invokers``), so that tests and the local demo run this same
 code against the handlers in-process (``LocalInvoker``). This module is the command line and
 ``rotate``; the package's docstring lists the other parts. ``check-consumer`` runs in a consumer
-account, on ARNs, with no stack of its own (``consumer_check``).
+account, on ARNs, with no stack of its own (``consumer_command``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``cmstoken-admin check-consumer``'s command line (its parser, with no ``--stack``: it runs
-in a consumer account on the stack's ARNs) and its run: the checks' lines (``consumer_check``)
-on standard output, exit 1 when one fails."""
+in a consumer account on the stack's ARNs) and its run: the checks' lines
+(``cmstoken.consumer.check``) on standard output, exit 1 when one fails."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from cmstoken.cli.admin.consumer_check import FAIL, ConsumerCheck, run_checks
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_OK, say, shown
+from cmstoken.consumer.check import FAIL, ConsumerCheck, run_checks
 from cmstoken.consumer.regions import region_names
 from cmstoken.core.clock import SystemClock
 from cmstoken.core.errors import ConfigurationError

@@ -1,5 +1,6 @@
-"""``cmstoken-admin check-consumer``: what a consumer account can do with a stack's secrets, from
-its side (issue 22, item 7). One line per check, ``ok``, ``FAIL`` (with what to fix) or
+"""The consumer account's check (``cmstoken-admin check-consumer``): what it can do with a
+stack's secrets, from its side (issue 22, item 7), through the helper's own reading. One line
+per check, ``ok``, ``FAIL`` (with what to fix) or
 ``skip``; never a token.
 
 - ``read``, ``decrypt``, ``token``, for the primary and each replica region: ``GetSecretValue``
