@@ -233,6 +233,18 @@ def test_a_stack_not_bootstrapped_fails_at_token(stack: Stack) -> None:
     assert "not bootstrapped" in lines[2].text
 
 
+def test_a_value_that_is_no_token_document_fails_at_token(stack: Stack) -> None:
+    client = boto3.client("secretsmanager", region_name=PRIMARY)
+    client.put_secret_value(SecretId=stack.token_arn, SecretString='{"token": "x"}')
+    lines = stack.check()
+    assert shown(lines)[:3] == [
+        ("ok", f"read {PRIMARY}"),
+        ("ok", f"decrypt {PRIMARY}"),
+        ("FAIL", f"token {PRIMARY}"),
+    ]
+    assert "cannot be used: service token: field" in lines[2].text
+
+
 # --- refresh requests -----------------------------------------------------------------------
 
 

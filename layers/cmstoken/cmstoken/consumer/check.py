@@ -92,8 +92,7 @@ def run_checks(check: ConsumerCheck, clients: Clients, session: Any, clock: Cloc
 
 # --- the service token --------------------------------------------------------------------
 
-# Where a failed read stopped: the reasons of a read the policies refused (nothing decrypted),
-# and of a read the key refused (the policies let it through).
+# The reasons of a read that stopped before anything was decrypted.
 _NOT_READ = frozenset(
     {reasons.ACCESS_DENIED, reasons.SECRET_NOT_FOUND, reasons.UNAVAILABLE, reasons.UNREADABLE}
 )
