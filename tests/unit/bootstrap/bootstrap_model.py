@@ -118,15 +118,16 @@ def apply(
     started: PendingAuthorization | None = None,
     polled: PendingAuthorization | None = None,
     finished: CandidateCredential | None = None,
+    now: float = NOW,
 ) -> RefreshSecret | None:
-    """The document the shell writes for ``transition`` (``None``: it writes nothing):
-    ``started`` is what a start stores, ``polled`` what a poll polled, ``finished`` the
-    candidate a poll finishes. Approvals and promotions decide their transition themselves
+    """The document the shell writes for ``transition`` at ``now`` (``None``: it writes
+    nothing): ``started`` is what a start stores, ``polled`` what a poll polled, ``finished``
+    the candidate a poll finishes. Approvals and promotions decide their transition themselves
     (``states.approve``, ``states.promote``)."""
     action = transition.action
     if action is Action.STORE_PENDING:
         assert started is not None
-        return begin(document, started)
+        return begin(document, started, now)
     if action in (Action.KEEP_SCHEDULE, Action.FORGET_PENDING):
         assert polled is not None
         replacement = rescheduled(polled) if action is Action.KEEP_SCHEDULE else None

@@ -87,7 +87,7 @@ class DeviceAuthorizations(RuleBasedStateMachine):
         transition = step(start_stage(self.document, self.now), Event.START)
         number = next(self.numbers)
         new = pending(f"device-{number}", expires_at=self.now + 900)
-        written = apply(transition, self.document, started=new)
+        written = apply(transition, self.document, started=new, now=self.now)
         if transition.action is Action.STORE_PENDING:
             assert written is not None
             self.document = written

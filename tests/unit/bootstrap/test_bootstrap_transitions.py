@@ -25,6 +25,7 @@ from cmstoken.bootstrap.states import (
     Transition,
     UnknownTransitionError,
     approve,
+    begin,
     candidate_event,
     credential_event,
     drop,
@@ -329,6 +330,18 @@ def test_the_writes_for_a_replaced_code_or_candidate_write_nothing() -> None:
         assert promote(document, candidate()).document is None
 
 
+def test_a_start_never_overwrites_a_live_code_another_start_stored_meanwhile() -> None:
+    """Two starts at once (two links pressed together): the second to write finds the first's
+    code, which a person may already be reading, and keeps it; an expired one is replaced,
+    and so is a candidate."""
+    mine = pending("device-3", expires_at=NOW + 900)
+    assert begin(replace(DOCUMENTS[Stage.PENDING], pending=NEWER), mine, NOW) is None
+    expired = replace(DOCUMENTS[Stage.PENDING], pending=pending(expires_at=NOW))
+    assert begin(expired, mine, NOW) == replace(expired, pending=mine)
+    started = begin(DOCUMENTS[Stage.CANDIDATE], mine, NOW)
+    assert started == replace(DOCUMENTS[Stage.CANDIDATE], pending=mine, candidate=None)
+
+
 def test_a_refused_approval_of_a_replaced_code_writes_nothing_and_keeps_the_newer_one() -> None:
     document = replace(ACTIVE_AND_PENDING, pending=NEWER)
     move = approve(document, approval(pending(), subject=MALLORY))
@@ -381,3 +394,14 @@ def test_an_approval_left_to_the_next_poll_reports_pending_and_approved() -> Non
     result = results.ending(step(Stage.CANDIDATE, Event.DEFERRED))
     assert result["status"] == "pending"
     assert result["approved"] is True
+
+
+def test_a_failure_another_poll_can_mend_says_retry_and_no_other_result_does() -> None:
+    """A program polling for the operator (the links' background poll) polls again exactly
+    after the failures whose message says the authorization is kept: ``retry`` is that
+    sentence as a field."""
+    for (stage, event), (status, message) in results.ENDINGS.items():
+        result = results.ending(step(stage, event), error="e", reason="r", problems="p")
+        keeps = "poll again" in message.lower() and status == "failed"
+        assert result.get("retry", False) is keeps, (stage, event)
+    assert set(results.ENDINGS) >= results.RETRY

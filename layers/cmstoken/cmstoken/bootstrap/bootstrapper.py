@@ -92,17 +92,18 @@ class Bootstrapper:
         A candidate left unfinished by an earlier authorization is dropped (this one replaces
         it)."""
         snapshot = self.vault.read_refresh(deadline)
-        pending = snapshot.secret.pending
         transition = step(start_stage(snapshot.secret, self.clock.now()), Event.START)
         if transition.action is Action.NOTHING:
-            assert pending is not None  # a live one
-            return results.pending(
-                pending,
-                "an authorization is already pending: approve it at the address shown, or "
-                f"start again after it expires at {to_iso(pending.expires_at)}",
-            )
+            return _already_pending(snapshot.secret)
         pending = self._device_code(free_trial, allow_new_identity)
-        self.vault.update_refresh(snapshot, lambda document: begin(document, pending), deadline)
+        latest = [snapshot.secret]
+
+        def store(document: RefreshSecret) -> RefreshSecret | None:
+            latest[0] = document
+            return begin(document, pending, self.clock.now())
+
+        if self.vault.update_refresh(snapshot, store, deadline) is None:
+            return _already_pending(latest[0])  # another start came first: its code stands
         # The user code is not logged: whoever reads the logs could approve it first.
         logger.info(
             "device authorization started",
@@ -167,3 +168,14 @@ class Bootstrapper:
                 "expires_at": to_iso(pending.expires_at),
             },
         }
+
+
+def _already_pending(document: RefreshSecret) -> dict[str, Any]:
+    """The result of a start that meets a live pending authorization: that one."""
+    pending = document.pending
+    assert pending is not None  # a live one
+    return results.pending(
+        pending,
+        "an authorization is already pending: approve it at the address shown, or "
+        f"start again after it expires at {to_iso(pending.expires_at)}",
+    )

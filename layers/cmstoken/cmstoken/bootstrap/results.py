@@ -113,14 +113,28 @@ ENDINGS: dict[tuple[Stage, Event], tuple[str, str]] = {
 }
 
 
+# The failures after which the authorization is kept and another poll can finish it: their
+# results say so with ``"retry": true``, for a program that polls on the operator's behalf.
+RETRY: frozenset[tuple[Stage, Event]] = frozenset(
+    {
+        (Stage.PENDING, Event.ANSWER_LOST),
+        (Stage.PENDING, Event.POLL_FAILED),
+        (Stage.CANDIDATE, Event.STORE_FAILED),
+        (Stage.CANDIDATE, Event.SERVICE_UNAVAILABLE),
+    }
+)
+
+
 def ending(transition: Transition, **details: object) -> dict[str, Any]:
     """The result of an invocation that ends on ``transition`` (``details`` fill in its
-    message). An approval left to the next poll reports ``pending`` with ``approved``."""
-    status, message = ENDINGS[transition.stage, transition.event]
+    message). An approval left to the next poll reports ``pending`` with ``approved``; a
+    failure another poll can mend has ``retry``."""
+    key = transition.stage, transition.event
+    status, message = ENDINGS[key]
     text = message.format(**details)
     if status == _APPROVED:
         return {"status": "pending", "approved": True, "message": text}
-    return {"status": status, "message": text}
+    return {"status": status, "message": text} | ({"retry": True} if key in RETRY else {})
 
 
 def refused_credential(error: object) -> dict[str, Any]:

@@ -247,8 +247,14 @@ def verification_event(error: CmsTokenError) -> Event:
 # --- the documents the writes leave ------------------------------------------------------------
 
 
-def begin(document: RefreshSecret, pending: PendingAuthorization) -> RefreshSecret:
-    """``STORE_PENDING``: the new pending authorization, and no candidate."""
+def begin(
+    document: RefreshSecret, pending: PendingAuthorization, now: float
+) -> RefreshSecret | None:
+    """``STORE_PENDING``: the new pending authorization, and no candidate; ``None`` when
+    another start stored a live one meanwhile (that one stands: its code may already be on a
+    person's screen, and only the stored one is polled)."""
+    if start_stage(document, now) is Stage.PENDING:
+        return None
     return replace(document, pending=pending, candidate=None)
 
 
