@@ -60,8 +60,8 @@ class Portal:
     def state(self) -> StackState:
         return StackState("active", AUTHORIZED_AT, None, None, None)
 
-    def was_used(self, claims: tokens.Claims) -> bool:
-        return False
+    def used(self, claims: tokens.Claims) -> None:
+        return None
 
 
 def link(binding: int = AUTHORIZED_AT) -> str:

@@ -12,7 +12,9 @@ from pathlib import Path
 import template_model
 from cmstoken.cli.admin.command import build_parser
 from cmstoken.links import messages, tokens
+from cmstoken.aws.link_state import LEASE_SECONDS
 from cmstoken.links.notifying import LINK_LIFETIME
+from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.refusals import Refusal
 from cmstoken.links.stack import Stack
 from support import check_aws_command
@@ -64,6 +66,12 @@ def test_the_limits_and_lifetimes_stated_are_the_templates_and_the_codes() -> No
     schedule = properties["Events"]["Reminder"]["Properties"]["Name"]
     assert schedule == {"Fn::Sub": "${AWS::StackName}-remind"}
     assert "`NAME-remind`" in TEXT
+    flat = " ".join(TEXT.split())
+    assert f"at most {POLLS_PER_HOUR} polls an hour" in flat
+    # "sends it again on Lambda's retry, a minute later": a claim outlives the function's run
+    # and lapses before Lambda's first retry of a failed asynchronous invocation
+    assert "on Lambda's retry, a minute later" in flat
+    assert properties["Timeout"] < LEASE_SECONDS < 60
 
 
 def test_the_outputs_parameters_and_alarms_named_exist() -> None:

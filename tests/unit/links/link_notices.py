@@ -35,6 +35,7 @@ NOTICES: dict[str, m.Notice] = {
     "identity-refused": m.IdentityRefused(
         expected_fingerprint=EXPECTED, approving_fingerprint=APPROVING, link=LINK, deadline=DEADLINE
     ),
+    "failed": m.Failed(link=LINK, deadline=DEADLINE),
     "credential-refused, invalid_client, no deadline": m.CredentialRefused(
         error="invalid_client", link=LINK
     ),
@@ -45,6 +46,7 @@ NOTICES: dict[str, m.Notice] = {
     "identity-refused, no link": m.IdentityRefused(
         expected_fingerprint=EXPECTED, approving_fingerprint=APPROVING
     ),
+    "failed, no link": m.Failed(),
 }
 NEEDS = ("credential-refused", "never-bootstrapped", "warning-window")
 

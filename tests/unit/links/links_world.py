@@ -44,6 +44,7 @@ class Bootstrap:
     calls: list[str] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
     down: bool = False
+    refuse_start: bool = False  # start fails (the provider or the stack's secret is busy)
     now: int = NOW
 
     def call(self, payload: dict[str, Any]) -> Any:
@@ -51,6 +52,8 @@ class Bootstrap:
         if self.down:
             raise FunctionUnavailableError("cannot invoke bootstrap: TooManyRequestsException")
         if payload["action"] == "start":
+            if self.refuse_start:
+                raise FunctionUnavailableError("cannot invoke bootstrap: ThrottlingException")
             if self.pending_until is None or self.pending_until <= self.now:
                 self.pending_until = self.now + 900
             return {"status": "pending", **self._pending(), "verification_uri": "https://idp/d"}

@@ -16,6 +16,7 @@ from cmstoken.core.errors import FunctionUnavailableError
 from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
 from cmstoken.links.pages import HEADERS
+from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.refusals import Refusal
 from cmstoken.links.web import Request, handle
 from unit.links.links_world import (
@@ -34,6 +35,9 @@ from unit.links.links_world import (
 __all__ = ["world"]  # the fixture
 
 PROOF = re.compile(r'name="proof" value="([^"]+)"')
+EXPECTED = tokens.Expected(
+    stack=STACK.name, account=STACK.account, region=STACK.region, binding=AUTHORIZED_AT
+)
 
 
 def proof_of(answer: dict[str, Any]) -> str:
@@ -87,6 +91,47 @@ def test_the_button_starts_one_authorization_shows_its_code_and_uses_the_link(
     assert Refusal.REPLAYED.title in refused["body"]
 
 
+def test_a_press_that_started_nothing_leaves_the_link_usable(world: World) -> None:
+    link = world.link()
+    world.bootstrap.refuse_start = True
+    app = LinksApp(lambda url: world.portal, 0, lambda: NOW)
+    page = handle(get(f"/l/{link}"), world.portal, NOW)
+    origin = {"origin": f"https://{DOMAIN}", "sec-fetch-site": "same-origin"}
+    failed = app.handle(post(f"/l/{link}", f"proof={proof_of(page)}", **origin))
+    assert failed["statusCode"] == 503
+    assert not [item for item in world.table_items() if item.startswith("link#")]
+    world.bootstrap.refuse_start = False
+    assert USER_CODE in press(world, link)["body"]
+
+
+def test_a_link_whose_first_press_died_before_starting_can_still_start(world: World) -> None:
+    """The use is recorded, nothing was started (the function died in between): a press,
+    now or later, starts the authorization, and then the link is spent."""
+    link = world.link()
+    claims = tokens.check(link, KEY_TEXT.encode(), EXPECTED, NOW)
+    assert isinstance(claims, tokens.Claims)
+    assert world.portal.use(claims, NOW - 3600) is not None
+    assert USER_CODE in press(world, link)["body"]
+    assert world.bootstrap.calls.count("start") == 1
+    use = world.portal.used(claims)
+    assert use is not None
+    assert use.started_at == NOW
+    world.bootstrap.now = NOW + 1000  # the authorization ended unapproved
+    refused = handle(get(f"/l/{link}"), world.portal, NOW + 1000)
+    assert Refusal.REPLAYED.title in refused["body"]
+
+
+def test_every_press_that_shows_a_pending_authorization_has_it_polled_within_a_bound(
+    world: World,
+) -> None:
+    """A poll queued by a press that died, or lost, is made up by the next press: each press
+    queues one (polls of one code end on one credential), at most POLLS_PER_HOUR an hour."""
+    world.bootstrap.pending_until = NOW + 600
+    for _ in range(POLLS_PER_HOUR + 3):
+        assert USER_CODE in press(world, world.link())["body"]
+    assert world.bootstrap.sent == [{"action": "poll"}] * POLLS_PER_HOUR
+
+
 def test_another_link_shows_the_pending_authorization_instead_of_starting_another(
     world: World,
 ) -> None:
@@ -96,7 +141,8 @@ def test_another_link_shows_the_pending_authorization_instead_of_starting_anothe
     answer = press(world, world.link())
     assert USER_CODE in answer["body"]
     assert "start" not in world.bootstrap.calls
-    assert world.table_items() == []  # the link stays usable
+    assert world.bootstrap.sent == [{"action": "poll"}]  # polled, however many polls there are
+    assert world.table_items() == [f"poll#{NOW - NOW % 3600}"]  # the link stays usable
 
 
 def tamper(link: str) -> str:

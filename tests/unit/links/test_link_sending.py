@@ -22,6 +22,7 @@ from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
 from cmstoken.links.events import Outcome, Remind, read_event
 from cmstoken.links.notifying import DAY, Notices
+from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.stack_state import Need, StackState
 from cmstoken.links.web import Request, handle
 from support import load_event
@@ -133,7 +134,7 @@ def test_the_background_polls_outcome_is_reported(
 
 def test_a_poll_that_ended_pending_polls_again_while_the_code_is_valid(world: World) -> None:
     world.bootstrap.pending_until = NOW + 300
-    assert notices(world).outcome({"status": "pending"}, NOW) == "still pending: polling again"
+    assert notices(world).outcome({"status": "pending"}, NOW) == "outcome pending: polling again"
     assert world.bootstrap.sent == [{"action": "poll"}]
     world.bootstrap.now = NOW + 301
     assert "not reported" in notices(world).outcome({"status": "pending"}, NOW + 301)
@@ -168,13 +169,16 @@ def test_any_other_event_is_refused_by_name(event: Any) -> None:
         read_event(event)
 
 
-def test_a_failed_poll_is_logged_and_not_reported(
+def test_a_poll_lambda_gave_up_on_is_logged_and_reported_as_failed_with_a_new_link(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
+    world.bootstrap.status = "reauthorization_required"
     app = LinksApp(lambda url: world.portal, WARNING, lambda: NOW)
     with caplog.at_level(logging.INFO, logger="cmstoken"):
-        assert app.handle(Outcome(None, error="Timeout")) == {"done": "poll failed: Timeout"}
-    assert world.messages() == []
+        assert app.handle(Outcome(None, error="Timeout")) == {"done": "outcome failed: sent"}
+    (message,) = world.messages()
+    assert message["kind"] == "failed"
+    assert message["link"].startswith(URL + "l/")
     assert any(getattr(r, "error", None) == "Timeout" for r in caplog.records)
 
 
@@ -258,3 +262,44 @@ def test_the_warning_is_the_familys_age_as_the_alarm_and_status_read_it() -> Non
         assert state.need(now=NOW, warning_seconds=default) is need, age
     off = StackState("active", NOW - 29 * DAY, NOW + DAY, NOW + 3600, None)
     assert off.need(now=NOW, warning_seconds=0) is None
+
+
+def test_an_authorization_is_reported_once_however_many_polls_end_on_it(world: World) -> None:
+    """Polls of one code (a double click queues two; Lambda may deliver one twice) end on one
+    credential: the first outcome reports it, the others find it reported."""
+    world.bootstrap.status, world.bootstrap.authorized_at = "active", NOW - 60
+    done = [
+        notices(world).outcome({"status": "authorized", "identity": "0123456789ab"}, NOW),
+        notices(world).outcome({"status": "authorized", "identity": "0123456789ab"}, NOW + 5),
+        # a poll that lost the race: the code was consumed by the other, the stack works
+        notices(world).outcome({"status": "failed", "message": "code refused"}, NOW + 9),
+    ]
+    assert done[0] == "outcome authorized: sent"
+    assert all("not again" in line for line in done[1:])
+    (message,) = world.messages()
+    assert (message["kind"], message["identityFingerprint"]) == ("authorized", "0123456789ab")
+
+
+def test_a_failure_another_poll_can_mend_is_polled_again_until_the_bound_then_reported(
+    world: World,
+) -> None:
+    world.bootstrap.status = "reauthorization_required"
+    kept = ending(step(Stage.CANDIDATE, Event.SERVICE_UNAVAILABLE), error="503")
+    assert kept["retry"] is True
+    for _ in range(POLLS_PER_HOUR):
+        assert notices(world).outcome(kept, NOW) == "outcome failed: polling again"
+    assert world.messages() == []
+    assert notices(world).outcome(kept, NOW) == "outcome failed: sent"
+    (message,) = world.messages()
+    assert message["kind"] == "failed"
+    assert link_of(message)
+    assert world.bootstrap.sent == [{"action": "poll"}] * POLLS_PER_HOUR
+
+
+def test_an_approval_left_to_the_next_poll_is_polled_again(world: World) -> None:
+    """Approved and stored, not finished (the code is no longer pending): poll again."""
+    world.bootstrap.status = "reauthorization_required"
+    deferred = ending(step(Stage.CANDIDATE, Event.DEFERRED))
+    assert (deferred["status"], deferred["approved"]) == ("pending", True)
+    assert notices(world).outcome(deferred, NOW) == "outcome pending: polling again"
+    assert world.bootstrap.sent == [{"action": "poll"}]

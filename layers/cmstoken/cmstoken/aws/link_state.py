@@ -1,5 +1,6 @@
 """DynamoDB adapter for the re-authorization links' state: which links were used, when each
-need was last notified, and how many authorizations links started in the current hour.
+need was last notified (and who is notifying it now), and how many authorizations links
+started, and polls they queued, in the current hour.
 
 Every decision is one conditional write, so two invocations that race (a double click, a
 notice sent by two runs at once) cannot both win, and nothing is read first. Items expire
@@ -12,6 +13,7 @@ only eventually (usually within days), so each condition also compares the times
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,8 +30,21 @@ if TYPE_CHECKING:
 
 KEY = "pk"
 TTL = "ttl"
+# How long a notice's claim holds: longer than the links function runs (its timeout, 30 s, in
+# template.yaml), shorter than Lambda waits before retrying an asynchronous invocation that
+# failed (a minute).
+LEASE_SECONDS = 50
 _REFUSED = "ConditionalCheckFailedException"
 _TRANSIENT_CODES = frozenset({"TransactionConflictException"})
+
+
+@dataclass(frozen=True)
+class LinkUse:
+    """When a link was pressed (``None``: that press gave the use back), and when it started
+    an authorization (``None``: not yet, or never: the press failed or died before)."""
+
+    used_at: int | None
+    started_at: int | None
 
 
 def link_key(nonce: str) -> str:
@@ -52,64 +67,124 @@ class LinkState:
             self._client = clients.client("dynamodb")
         return self._client
 
-    def use_link(self, nonce: str, *, now: int, expires_at: int) -> bool:
-        """Record the link ``nonce`` as used until ``expires_at``; ``False`` when it already
-        was."""
+    def use_link(self, nonce: str, *, now: int, expires_at: int, press: str) -> bool:
+        """Record the link ``nonce`` as used by ``press`` (a random id) at ``now``, until
+        ``expires_at``; ``False`` when it already was."""
         return self._write(
             "put_item",
-            Item={KEY: {"S": link_key(nonce)}, TTL: {"N": str(expires_at)}, "used_at": _n(now)},
+            Item={
+                KEY: {"S": link_key(nonce)},
+                TTL: {"N": str(expires_at)},
+                "used_at": _n(now),
+                "press": {"S": press},
+            },
             ConditionExpression="attribute_not_exists(#key)",
             ExpressionAttributeNames={"#key": KEY},
         )
 
-    def was_used(self, nonce: str) -> bool:
-        """Whether the link ``nonce`` was used (a strongly consistent read)."""
+    def link_started(self, nonce: str, *, now: int, expires_at: int) -> None:
+        """Record that the link ``nonce`` started an authorization (whichever press did, and
+        whether or not the use is still recorded: a press that failed may have given it
+        back)."""
+        self._write(
+            "update_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            UpdateExpression="SET #started = :now, #ttl = :ttl",
+            ExpressionAttributeNames={"#started": "started_at", "#ttl": TTL},
+            ExpressionAttributeValues={":now": _n(now), ":ttl": _n(expires_at)},
+        )
+
+    def unuse_link(self, nonce: str, *, press: str) -> None:
+        """Forget that ``press`` used the link ``nonce`` (nothing started); a use by another
+        press, or one with which the link started an authorization, is left alone."""
+        self._write(
+            "delete_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            ConditionExpression="#press = :press AND attribute_not_exists(#started)",
+            ExpressionAttributeNames={"#press": "press", "#started": "started_at"},
+            ExpressionAttributeValues={":press": {"S": press}},
+        )
+
+    def link_use(self, nonce: str) -> LinkUse | None:
+        """The use of the link ``nonce`` (a strongly consistent read); ``None``: never used."""
         try:
             answer = self.client.get_item(
                 TableName=self.table, Key={KEY: {"S": link_key(nonce)}}, ConsistentRead=True
             )
         except (ClientError, BotoCoreError) as exc:
             raise link_state_error(exc, self.table) from exc
-        return "Item" in answer
+        item = answer.get("Item")
+        if item is None:
+            return None
+        used, started = (item.get(name, {}).get("N") for name in ("used_at", "started_at"))
+        return LinkUse(
+            used_at=None if used is None else int(used),
+            started_at=None if started is None else int(started),
+        )
 
     def claim_notice(self, need: str, *, now: int, every: int) -> bool:
-        """Take the right to send the notice of ``need`` now: ``True`` at most once per
-        ``every`` seconds for the same ``need`` (the caller names a need so that a new one,
-        after a new authorization, starts afresh)."""
+        """Take the right to send the notice of ``need`` now: ``True`` when it was not sent in
+        the last ``every`` seconds and no other invocation holds it (a claim lapses after
+        ``LEASE_SECONDS``, so an invocation that died holding it delays the notice by a minute,
+        not a day). The caller names a need so that a new one, after a new authorization,
+        starts afresh; after sending it calls ``notice_sent``, else ``release_notice``."""
         return self._write(
             "update_item",
             Key={KEY: {"S": "notice#" + need}},
-            UpdateExpression="SET #sent = :now, #ttl = :ttl",
-            ConditionExpression="attribute_not_exists(#key) OR #sent <= :before",
-            ExpressionAttributeNames={"#key": KEY, "#sent": "sent_at", "#ttl": TTL},
+            UpdateExpression="SET #lease = :until, #ttl = :ttl",
+            ConditionExpression=(
+                "(attribute_not_exists(#sent) OR #sent <= :before) "
+                "AND (attribute_not_exists(#lease) OR #lease <= :now)"
+            ),
+            ExpressionAttributeNames={"#sent": "sent_at", "#lease": "lease_until", "#ttl": TTL},
             ExpressionAttributeValues={
-                ":now": _n(now),
+                ":until": _n(now + LEASE_SECONDS),
                 ":ttl": _n(now + 2 * every),
                 ":before": _n(now - every),
+                ":now": _n(now),
             },
         )
 
-    def release_notice(self, need: str, *, sent_at: int) -> None:
-        """Give back the notice of ``need`` claimed at ``sent_at`` (it could not be sent), so
-        that a retry sends it; a later claim is left alone."""
-        self._write(
-            "delete_item",
+    def notice_sent(self, need: str, *, claimed_at: int, now: int, every: int) -> bool:
+        """Record the notice of ``need`` (claimed at ``claimed_at``) as sent at ``now``;
+        ``False`` when the claim had lapsed and another invocation took it (then the notice
+        may go twice: at least once is the guarantee)."""
+        return self._write(
+            "update_item",
             Key={KEY: {"S": "notice#" + need}},
-            ConditionExpression="#sent = :sent",
-            ExpressionAttributeNames={"#sent": "sent_at"},
-            ExpressionAttributeValues={":sent": _n(sent_at)},
+            UpdateExpression="SET #sent = :now, #ttl = :ttl REMOVE #lease",
+            ConditionExpression="#lease = :until",
+            ExpressionAttributeNames={"#sent": "sent_at", "#lease": "lease_until", "#ttl": TTL},
+            ExpressionAttributeValues={
+                ":now": _n(now),
+                ":ttl": _n(now + 2 * every),
+                ":until": _n(claimed_at + LEASE_SECONDS),
+            },
         )
 
-    def count_start(self, *, now: int, limit: int) -> bool:
-        """Count one authorization started from a link in the current hour; ``False`` (nothing
-        counted) when ``limit`` were started already."""
+    def release_notice(self, need: str, *, claimed_at: int) -> None:
+        """Give back the claim on ``need`` taken at ``claimed_at`` (the notice could not be
+        sent), so that a retry sends it at once; a later claim is left alone."""
+        self._write(
+            "update_item",
+            Key={KEY: {"S": "notice#" + need}},
+            UpdateExpression="REMOVE #lease",
+            ConditionExpression="#lease = :until",
+            ExpressionAttributeNames={"#lease": "lease_until"},
+            ExpressionAttributeValues={":until": _n(claimed_at + LEASE_SECONDS)},
+        )
+
+    def count(self, kind: str, *, now: int, limit: int) -> bool:
+        """Count one ``kind`` of event (an authorization started from a link, a background
+        poll queued) in the current hour; ``False`` (nothing counted) when ``limit`` were
+        counted already."""
         hour = now - now % 3600
         return self._write(
             "update_item",
-            Key={KEY: {"S": f"start#{hour}"}},
-            UpdateExpression="ADD #started :one SET #ttl = :ttl",
-            ConditionExpression="attribute_not_exists(#started) OR #started < :limit",
-            ExpressionAttributeNames={"#started": "started", "#ttl": TTL},
+            Key={KEY: {"S": f"{kind}#{hour}"}},
+            UpdateExpression="ADD #count :one SET #ttl = :ttl",
+            ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+            ExpressionAttributeNames={"#count": "counted", "#ttl": TTL},
             ExpressionAttributeValues={
                 ":one": _n(1),
                 ":ttl": _n(hour + 7200),

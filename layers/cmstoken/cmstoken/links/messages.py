@@ -206,6 +206,21 @@ class IdentityRefused(Notice):
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Failed(Notice):
+    """Outcome: the authorization ended without replacing the credential for another reason
+    (the code refused, an answer lost with the approval, the new authorization refused by the
+    service, or the stack could not finish it in time); ``link``: a fresh one."""
+
+    kind = "failed"
+    short = "re-authorization failed, use the new link"
+    headline = (
+        "Re-authorization not completed: the stack could not finish the authorization; the "
+        "current credential is unchanged."
+    )
+    explanation = "Start again with the new link; the stack's status command says more.{still}"
+
+
 class PublishRequest(TypedDict):
     """The arguments of ``sns.publish`` besides the topic."""
 

@@ -4,7 +4,9 @@ authorization started from a link (the bootstrap's background poll)."""
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -13,8 +15,11 @@ from cmstoken.links import messages, tokens
 from cmstoken.links.stack import Stack
 from cmstoken.links.stack_state import Need, StackState
 
+logger = logging.getLogger(__name__)
+
 DAY = 86_400
 LINK_LIFETIME = DAY
+AUTHORIZED_EVERY = 30 * DAY  # an authorization is reported once (its binding is new)
 # The bootstrap's words for an approval by another identity (bootstrap/identity.py).
 _OTHER_IDENTITY = re.compile(
     r"approved by a different identity \(([0-9a-f]{8,16})\) than the one this stack is "
@@ -36,18 +41,27 @@ class NoticePortal(Protocol):
 
     def claim_notice(self, need: str, now: int, every: int) -> bool: ...
 
+    def notice_sent(self, need: str, now: int, every: int) -> None: ...
+
     def release_notice(self, need: str, now: int) -> None: ...
 
     def publish(self, request: messages.PublishRequest) -> str: ...
 
     def nonce(self) -> bytes: ...
 
+    def may_follow(self, now: int) -> bool: ...
+
     def follow(self) -> None: ...
 
 
 @dataclass
 class Notices:
-    """Decides and sends; each method returns one line saying what it did (for the log)."""
+    """Decides and sends; each method returns one line saying what it did (for the log).
+
+    A notice is claimed in the links' table, published, then recorded as sent: two
+    invocations at once send it once, and one that dies before publishing leaves a claim
+    that lapses before Lambda retries it. One that dies after publishing but before the record
+    lets the retry send it again: every notice goes at least once."""
 
     portal: NoticePortal
     warning_seconds: int
@@ -62,68 +76,92 @@ class Notices:
         if state.pending_at(now) is not None:
             return "an authorization is pending"
         claim = f"{need.value}#{state.binding}"
-        if not self.portal.claim_notice(claim, now, DAY):
-            return f"{need.value}: already sent today"
-        try:
-            self._send_need(need, state, now)
-        except CmsTokenError:
-            self.portal.release_notice(claim, now)  # not sent: Lambda's retry sends it
-            raise
-        return f"{need.value}: sent"
+        return self._once(claim, DAY, now, lambda: self._need(need, state, now), need.value)
 
-    def _send_need(self, need: Need, state: StackState, now: int) -> None:
+    def _need(self, need: Need, state: StackState, now: int) -> messages.Notice:
         link = self.link(state, now)
-        notice: messages.Notice
         if need is Need.NOT_BOOTSTRAPPED:
-            notice = messages.NeverBootstrapped(link=link)
-        elif need is Need.REFUSED:
+            return messages.NeverBootstrapped(link=link)
+        if need is Need.REFUSED:
             error = "invalid_grant or invalid_client"
-            notice = messages.CredentialRefused(
+            return messages.CredentialRefused(
                 error=error, link=link, deadline=state.token_expires_at
             )
-        else:
-            notice = messages.WarningWindow(link=link, deadline=state.reauthorize_by or now)
-        self.portal.publish(messages.publish_request(self.portal.stack, notice))
+        return messages.WarningWindow(link=link, deadline=state.reauthorize_by or now)
 
     def outcome(self, result: Any, now: int) -> str:
-        """Report what the background poll ended with; poll again while the authorization it
-        followed is still pending."""
-        status = result.get("status") if isinstance(result, dict) else None
+        """Report how the background poll ended (``result``: its result, ``None`` when the
+        invocation failed); poll again while what it followed can still finish. A credential
+        that works once the poll ended is reported once, as authorized, however many polls
+        end on it."""
+        result = result if isinstance(result, dict) else {"status": "failed"}
+        status = result.get("status")
         state = self.portal.state()
-        if status == "pending" and state.pending_at(now) is not None:
-            self.portal.follow()
-            return "still pending: polling again"
         need = state.need(now=now, warning_seconds=self.warning_seconds)
+        if status == "authorized" or (need is None and status == "failed"):
+            identity = result.get("identity") if status == "authorized" else None
+            authorized = messages.Authorized(
+                identity_fingerprint=identity if isinstance(identity, str) else None,
+                deadline=state.reauthorize_by,
+            )
+            claim = f"authorized#{state.binding}"
+            return self._once(
+                claim, AUTHORIZED_EVERY, now, lambda: authorized, "outcome authorized"
+            )
+        waiting = status == "pending" and (
+            result.get("approved") is True or state.pending_at(now) is not None
+        )
+        if waiting or (status == "failed" and result.get("retry") is True):
+            if self.portal.may_follow(now):
+                self.portal.follow()
+                return f"outcome {status}: polling again"
+            status = "failed"  # polled as often as the stack allows: a person takes over
         link = None if need is None else self.link(state, now)
         deadline = state.reauthorize_by if need is not Need.REFUSED else state.token_expires_at
-        notice = self._notice(status, result, link, deadline)
+        notice = self._ending(status, result, link, deadline)
         if notice is None:
             return f"outcome {status or 'unknown'}: not reported"
         self.portal.publish(messages.publish_request(self.portal.stack, notice))
         return f"outcome {status}: sent"
 
-    def _notice(
-        self, status: Any, result: Any, link: messages.Link | None, deadline: int | None
+    def _ending(
+        self, status: Any, result: dict[str, Any], link: messages.Link | None, deadline: int | None
     ) -> messages.Notice | None:
-        if status == "authorized":
-            identity = result.get("identity")
-            return messages.Authorized(
-                identity_fingerprint=identity if isinstance(identity, str) else None,
-                deadline=deadline,
-            )
+        """The notice of an authorization that ended without replacing the credential."""
         if status == "denied":
             return messages.Denied(link=link, deadline=deadline)
         if status == "expired" and link is not None:
             return messages.Expired(link=link, deadline=deadline)
+        if status != "failed" or link is None:
+            return None
         refused = _OTHER_IDENTITY.search(str(result.get("message", "")))
-        if status == "failed" and refused is not None:
+        if refused is not None:
             return messages.IdentityRefused(
                 approving_fingerprint=refused[1],
                 expected_fingerprint=refused[2],
                 link=link,
                 deadline=deadline,
             )
-        return None
+        return messages.Failed(link=link, deadline=deadline)
+
+    def _once(
+        self, claim: str, every: int, now: int, notice: Callable[[], messages.Notice], what: str
+    ) -> str:
+        """Publish ``notice()`` unless the notice ``claim`` names went in the last ``every``
+        seconds, or another invocation is sending it."""
+        if not self.portal.claim_notice(claim, now, every):
+            return f"{what}: not again (already sent, or being sent)"
+        try:
+            self.portal.publish(messages.publish_request(self.portal.stack, notice()))
+        except CmsTokenError:
+            self.portal.release_notice(claim, now)  # not sent: Lambda's retry sends it
+            raise
+        try:
+            self.portal.notice_sent(claim, now, every)
+        except CmsTokenError as exc:  # sent: failing now would only make Lambda send it again
+            logger.warning("notice sent, not recorded", extra={"error": str(exc)})
+            return f"{what}: sent, not recorded"
+        return f"{what}: sent"
 
     def link(self, state: StackState, now: int) -> messages.Link:
         """A new link bound to the current credential, valid for a day."""

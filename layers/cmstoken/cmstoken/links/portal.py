@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cmstoken.aws.link_state import LinkState
+from cmstoken.aws.link_state import LinkState, LinkUse
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.topic import Topic
 from cmstoken.core.errors import ConfigurationError, DocumentError
@@ -18,6 +18,10 @@ from cmstoken.links import tokens
 from cmstoken.links.messages import PublishRequest
 from cmstoken.links.stack import Stack
 from cmstoken.links.stack_state import Pending, StackState, read_pending, read_status
+
+# Background polls queued in an hour, at most: a poll runs until the code is approved or
+# expires, so a few cover an authorization; a bound stops a loop of polls that fail at once.
+POLLS_PER_HOUR = 20
 
 
 class Function(Protocol):
@@ -57,14 +61,25 @@ class AwsPortal:
     def state(self) -> StackState:
         return read_status(self.bootstrap.call({"action": "status"}))
 
-    def was_used(self, claims: tokens.Claims) -> bool:
-        return self.table.was_used(claims.nonce)
+    def used(self, claims: tokens.Claims) -> LinkUse | None:
+        return self.table.link_use(claims.nonce)
 
-    def use(self, claims: tokens.Claims, now: int) -> bool:
-        return self.table.use_link(claims.nonce, now=now, expires_at=claims.expires_at)
+    def use(self, claims: tokens.Claims, now: int) -> str | None:
+        press = secrets.token_hex(8)
+        used = self.table.use_link(claims.nonce, now=now, expires_at=claims.expires_at, press=press)
+        return press if used else None
+
+    def started(self, claims: tokens.Claims, now: int) -> None:
+        self.table.link_started(claims.nonce, now=now, expires_at=claims.expires_at)
+
+    def unuse(self, claims: tokens.Claims, press: str) -> None:
+        self.table.unuse_link(claims.nonce, press=press)
 
     def may_start(self, now: int) -> bool:
-        return self.table.count_start(now=now, limit=self.starts_per_hour)
+        return self.table.count("start", now=now, limit=self.starts_per_hour)
+
+    def may_follow(self, now: int) -> bool:
+        return self.table.count("poll", now=now, limit=POLLS_PER_HOUR)
 
     def start(self) -> Pending:
         """Start a device authorization (or get the one pending) through the bootstrap."""
@@ -80,8 +95,11 @@ class AwsPortal:
     def claim_notice(self, need: str, now: int, every: int) -> bool:
         return self.table.claim_notice(need, now=now, every=every)
 
+    def notice_sent(self, need: str, now: int, every: int) -> None:
+        self.table.notice_sent(need, claimed_at=now, now=now, every=every)
+
     def release_notice(self, need: str, now: int) -> None:
-        self.table.release_notice(need, sent_at=now)
+        self.table.release_notice(need, claimed_at=now)
 
     def publish(self, request: PublishRequest) -> str:
         return self.topic.publish(

@@ -1,7 +1,7 @@
 """What the links' function URL answers. ``GET`` (and ``HEAD``) of a link shows its page and
 changes nothing, so mail scanners and chat unfurlers that fetch it first do no harm; the page's
-``POST`` (its form's proof, from the same origin) starts the device authorization through the
-bootstrap, records the link as used and lets the bootstrap poll in the background. Every
+``POST`` (its form's proof, from the same origin) records the link as used, starts the device
+authorization through the bootstrap and lets the bootstrap poll in the background. Every
 refusal changes nothing. The I/O is behind ``Portal``."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+from cmstoken.aws.link_state import LinkUse
+from cmstoken.core.errors import CmsTokenError
 from cmstoken.links import tokens
 from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
 from cmstoken.links.refusals import Refusal
@@ -72,11 +74,17 @@ class Portal(Protocol):
 
     def state(self) -> StackState: ...
 
-    def was_used(self, claims: tokens.Claims) -> bool: ...
+    def used(self, claims: tokens.Claims) -> LinkUse | None: ...
 
-    def use(self, claims: tokens.Claims, now: int) -> bool: ...
+    def use(self, claims: tokens.Claims, now: int) -> str | None: ...
+
+    def started(self, claims: tokens.Claims, now: int) -> None: ...
+
+    def unuse(self, claims: tokens.Claims, press: str) -> None: ...
 
     def may_start(self, now: int) -> bool: ...
+
+    def may_follow(self, now: int) -> bool: ...
 
     def start(self) -> Pending: ...
 
@@ -111,7 +119,7 @@ def handle(request: Request, portal: Portal, now: int) -> dict[str, Any]:
     if request.method == "POST":
         return _post(request, portal, key, checked, state, now)
     pending = state.pending_at(now)
-    if pending is None and portal.was_used(checked):
+    if pending is None and _spent(portal, checked):
         return _refused(portal.stack, Refusal.REPLAYED)
     proof = tokens.form_proof(key, checked)
     page = link_page(
@@ -133,7 +141,7 @@ def _post(
     now: int,
 ) -> dict[str, Any]:
     """The button: checks the request came from the link's own page, then shows the pending
-    authorization, or starts one (at most ``may_start`` allows) and marks the link used."""
+    authorization, or uses the link and starts one (at most ``may_start`` allows)."""
     if not _same_origin(request):
         return answer(refused_page(portal.stack, status=403, title=_CROSS, explanation=_CROSS_TEXT))
     proofs = parse_qs(request.body.decode("utf-8", "replace")).get("proof", [])
@@ -141,14 +149,20 @@ def _post(
         return answer(refused_page(portal.stack, status=403, title=_FORM, explanation=_FORM_TEXT))
     pending = state.pending_at(now)
     if pending is None:
-        if portal.was_used(claims):
-            return _refused(portal.stack, Refusal.REPLAYED)
-        if not portal.may_start(now):
-            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
-            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
-        pending = portal.start()
-        portal.use(claims, now)  # after the start: a failed start leaves the link usable
-        portal.follow()
+        press = portal.use(claims, now)
+        if press is None and _spent(portal, claims):
+            # A press a moment ago (a double click) whose authorization is pending now, or an
+            # authorization that ended: the link starts no other.
+            pending = portal.state().pending_at(now)
+            if pending is None:
+                return _refused(portal.stack, Refusal.REPLAYED)
+        else:  # this press used the link, or the one that did has started nothing (yet)
+            started = _start(portal, claims, now, press)
+            if not isinstance(started, Pending):
+                return started
+            pending = started
+    if portal.may_follow(now):
+        portal.follow()  # its poll, or another: polls of one code end on one credential
     page = started_page(
         portal.stack,
         user_code=pending.user_code,
@@ -156,6 +170,34 @@ def _post(
         expires_at=pending.expires_at,
     )
     return answer(page)
+
+
+def _start(
+    portal: Portal, claims: tokens.Claims, now: int, press: str | None
+) -> Pending | dict[str, Any]:
+    """Start an authorization (the bootstrap's start gives the pending one, if another press
+    started it meanwhile) and record that the link did; when nothing starts, ``press`` (the
+    use this press made, if it made it) is given back."""
+    try:
+        if not portal.may_start(now):
+            if press is not None:
+                portal.unuse(claims, press)
+            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
+            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
+        pending = portal.start()
+    except CmsTokenError:
+        if press is not None:
+            portal.unuse(claims, press)  # nothing started: the link stays usable
+        raise
+    portal.started(claims, now)
+    return pending
+
+
+def _spent(portal: Portal, claims: tokens.Claims) -> bool:
+    """Whether the link started an authorization (a link pressed only by presses that failed,
+    or died before starting anything, may still start one)."""
+    use = portal.used(claims)
+    return use is not None and use.started_at is not None
 
 
 def _same_origin(request: Request) -> bool:
