@@ -101,9 +101,9 @@ test: lint template build browser ## Every check: lint, types, template, build, 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
 EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
-  tests/unit/simulation/test_simulation_bootstrap_faults.py
+  tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py
 
-explore: $(STAMP) ## Bounded exploration of the rotation's interleavings and faults (at most 90 s)
+explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (at most 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(EXPLORATION)
 
 verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing the counts

@@ -164,6 +164,16 @@ class Transition:
             return frozenset({"clock", target}), frozenset()
         if kind.startswith("secretsmanager."):
             return frozenset({"clock"}), frozenset({target})
+        if kind == "dynamodb.GetItem":  # the links' table: one object per item
+            return frozenset({"clock", f"item:{target}"}), frozenset()
+        if kind.startswith("dynamodb."):
+            return frozenset({"clock"}), frozenset({f"item:{target}"})
+        if kind == "sns.Publish":
+            return frozenset({"clock"}), frozenset({"topic"})
+        if kind == "lambda.Invoke":  # Lambda takes the request; the invocation's calls follow
+            return frozenset({"clock"}), frozenset()
+        if kind == "lambda.InvokeAsync":
+            return frozenset({"clock"}), frozenset({"queue"})
         if kind == "upstream.exchange":
             return frozenset({"clock", "idp"}), frozenset({"service"})
         if kind == "upstream.projects":
@@ -413,7 +423,7 @@ class Harness(Scheduler):
         error: Exception | None = None
         log_size = len(world.upstream.log)
         try:
-            if fault == "busy" and action.startswith("secretsmanager."):
+            if fault == "busy" and not action.startswith("upstream."):
                 raise _throttled(action)  # nothing happens; the caller is told to slow down
             answer = act()
         except Exception as exc:
@@ -617,7 +627,7 @@ def _rotation_outcome(result: Any) -> str:
 
 
 def _throttled(action: str) -> ClientError:
-    operation = action.removeprefix("secretsmanager.").partition(":")[0]
+    operation = action.partition(".")[2].partition(":")[0]
     response: Any = {
         "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
         "ResponseMetadata": {"HTTPStatusCode": 400},

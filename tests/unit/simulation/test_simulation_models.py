@@ -23,7 +23,9 @@ from cmstoken.core.errors import (
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.upstream.identity import IdentityClient
 from cmstoken.upstream.service import ServiceClient
+from simulation.dynamodb import DynamoDBModel
 from simulation.secretsmanager import SecretsManagerModel
+from simulation.sns import SnsModel
 from simulation.upstream import (
     BASE_URL,
     CLIENT_ID,
@@ -329,3 +331,99 @@ def test_a_lost_refresh_answer_is_not_sent_again_by_its_run_and_reported_by_the_
     credential = world.refresh_document().credential
     assert credential is not None
     assert credential.status == "reauthorization_required"
+
+
+# --- DynamoDB and SNS (the links' table and topic) -----------------------------------------
+
+
+def _links_table() -> DynamoDBModel:
+    model = DynamoDBModel()
+    model.create_table(TableName="links", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    return model
+
+
+def test_a_conditional_write_is_made_or_refused_whole() -> None:
+    model = _links_table()
+    put: dict[str, Any] = {
+        "TableName": "links",
+        "Item": {"pk": {"S": "k"}, "n": {"N": "1"}},
+        "ConditionExpression": "attribute_not_exists(#k)",
+        "ExpressionAttributeNames": {"#k": "pk"},
+    }
+    model.put_item(**put)
+    with pytest.raises(ClientError) as raised:
+        model.put_item(**{**put, "Item": {"pk": {"S": "k"}, "n": {"N": "2"}}})
+    assert code(raised.value) == ("ConditionalCheckFailedException", 400)
+    assert model.get_item(TableName="links", Key={"pk": {"S": "k"}})["Item"]["n"] == {"N": "1"}
+
+
+def test_updates_set_add_and_remove_and_compare_numbers_as_numbers() -> None:
+    model = _links_table()
+    key = {"pk": {"S": "k"}}
+    update: dict[str, Any] = {
+        "UpdateExpression": "ADD #c :one SET #t = :t REMOVE #gone",
+        "ConditionExpression": "attribute_not_exists(#c) OR #c < :limit",
+        "ExpressionAttributeNames": {"#c": "c", "#t": "t", "#gone": "g"},
+        "ExpressionAttributeValues": {":one": {"N": "1"}, ":t": {"N": "9"}, ":limit": {"N": "10"}},
+    }
+    for _ in range(10):  # "9" < "10" as numbers, not as strings
+        model.update_item(TableName="links", Key=key, **update)
+    with pytest.raises(ClientError):
+        model.update_item(TableName="links", Key=key, **update)
+    item = model.get_item(TableName="links", Key=key)["Item"]
+    assert item == {"pk": {"S": "k"}, "c": {"N": "10"}, "t": {"N": "9"}}
+
+
+def test_names_and_values_the_expressions_do_not_use_are_refused() -> None:
+    model = _links_table()
+    with pytest.raises(ClientError) as raised:
+        model.delete_item(
+            TableName="links",
+            Key={"pk": {"S": "k"}},
+            ConditionExpression="#a = :a",
+            ExpressionAttributeNames={"#a": "a", "#b": "b"},
+            ExpressionAttributeValues={":a": {"N": "1"}},
+        )
+    assert code(raised.value) == ("ValidationException", 400)
+    assert "unused" in str(raised.value)
+
+
+def test_every_item_call_passes_the_interceptor_with_its_key() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def intercept(service: str, operation: str, act: Callable[[], Any]) -> Any:
+        seen.append((service, operation))
+        return act()
+
+    model = _links_table()
+    model.interceptor = intercept
+    model.get_item(TableName="links", Key={"pk": {"S": "link#1"}})
+    model.put_item(TableName="links", Item={"pk": {"S": "link#1"}})
+    assert seen == [("dynamodb", "GetItem:link#1"), ("dynamodb", "PutItem:link#1")]
+
+
+@pytest.mark.parametrize(
+    ("subject", "message"),
+    [
+        ("two\nlines", '{"default": "text"}'),
+        ("x" * 100, '{"default": "text"}'),
+        ("ok", '{"email": "text"}'),
+        ("ok", "not json"),
+        ("ok", '{"default": 1}'),
+    ],
+)
+def test_sns_refuses_what_its_publish_reference_refuses(subject: str, message: str) -> None:
+    """SNS Publish API reference: a subject is "UTF-8 text with no line breaks or control
+    characters, and less than 100 characters long"; with MessageStructure json the message is
+    "a syntactically valid JSON object" with "a top-level JSON key of 'default' with a value
+    that is a string" (moto checks neither: the conformance test says so)."""
+    model = SnsModel()
+    arn = model.create_topic(Name="alarms")["TopicArn"]
+    with pytest.raises(ClientError) as raised:
+        model.publish(TopicArn=arn, Subject=subject, Message=message, MessageStructure="json")
+    assert code(raised.value) == ("InvalidParameter", 400)
+    assert model.published == []
+    model.publish(
+        TopicArn=arn, Subject="ok", Message='{"default": "text"}', MessageStructure="json"
+    )
+    assert [p.body("email") for p in model.published] == ["text"]
