@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
@@ -691,3 +692,23 @@ def stack_names(stack: DeployedStack, clients: Clients) -> Names:
         if deployed is not None:
             names.claim(namespace, deployed, Claim(logical_id, "deployed"))
     return names
+
+
+def server_client(service: str) -> Any:
+    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
+def server_deployer(bucket: str) -> Deployer:
+    """A ``Deployer`` of `make build`'s output (packaged into ``bucket``, which it creates) on
+    moto's server; it fails, saying to run `make build`, when the build is missing or stale."""
+    built = built_template()
+    s3 = server_client("s3")
+    s3.create_bucket(Bucket=bucket)
+    return Deployer(
+        clients=server_client,
+        transformed=sam_transform(Artifacts(s3, bucket).package(built)),
+        bucket=bucket,
+        region=boto3.session.Session().region_name,
+        account_id=server_client("sts").get_caller_identity()["Account"],
+    )

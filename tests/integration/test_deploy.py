@@ -33,6 +33,7 @@ from deployment import (
     built_template,
     code_sha256,
     sam_transform,
+    server_client,
     stack_names,
 )
 from lambda_process import Invocation, invoke
@@ -120,11 +121,6 @@ RENAMED_BY_MOTO: dict[str, tuple[str, ...]] = {
 }
 
 
-def aws(service: str) -> Any:
-    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
-    return boto3.client(service)  # type: ignore[call-overload]
-
-
 @dataclass
 class Deployment:
     stacks: list[DeployedStack]
@@ -180,7 +176,7 @@ def deployment(moto_server: str) -> Deployment:
     artifacts = Artifacts(s3, BUCKET)
     transformed = sam_transform(artifacts.package(built))
     deployer = Deployer(
-        clients=aws,
+        clients=server_client,
         transformed=transformed,
         bucket=BUCKET,
         region=boto3.session.Session().region_name,
@@ -200,7 +196,7 @@ def test_two_stacks_in_one_region_claim_no_name_in_common(deployment: Deployment
     CloudWatch dashboards and IAM names are global to the account."""
     blue, green = deployment.stacks
     assert (blue.status, green.status) == ("CREATE_COMPLETE", "CREATE_COMPLETE")
-    names = {stack.name: stack_names(stack, aws) for stack in deployment.stacks}
+    names = {stack.name: stack_names(stack, server_client) for stack in deployment.stacks}
     for stack in deployment.stacks:
         found = names[stack.name]
         assert not found.unclassified, (
@@ -237,7 +233,7 @@ def test_moto_creates_every_type_but_those_listed_with_their_template_assertions
     renamed = {
         kind
         for stack in deployment.stacks
-        for kind in stack_names(stack, aws).renamed_by_moto.values()
+        for kind in stack_names(stack, server_client).renamed_by_moto.values()
     }
     for found, listed, what in (
         (not_created, NOT_CREATED_BY_MOTO, "not created by moto"),

@@ -25,11 +25,10 @@ import pytest
 from deployment import (
     PLACEHOLDER,
     ROOT,
-    Artifacts,
     DeployedStack,
     Deployer,
-    built_template,
-    sam_transform,
+    server_client,
+    server_deployer,
 )
 from lifecycle import Lifecycle, Stack
 
@@ -83,24 +82,10 @@ COVERED_BY = {
 }
 
 
-def aws(service: str) -> Any:
-    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
-    return boto3.client(service)  # type: ignore[call-overload]
-
-
 @pytest.fixture
 def deployer(moto_server: str) -> Deployer:
     """Creates stacks from `make build`'s output on moto's server."""
-    built = built_template()  # fails, saying to run `make build`, when missing or stale
-    s3 = aws("s3")
-    s3.create_bucket(Bucket=BUCKET)
-    return Deployer(
-        clients=aws,
-        transformed=sam_transform(Artifacts(s3, BUCKET).package(built)),
-        bucket=BUCKET,
-        region=boto3.session.Session().region_name,
-        account_id=aws("sts").get_caller_identity()["Account"],
-    )
+    return server_deployer(BUCKET)
 
 
 def test_every_resource_moto_skips_is_covered_by_template_assertions() -> None:
@@ -111,7 +96,7 @@ def test_every_resource_moto_skips_is_covered_by_template_assertions() -> None:
 
 
 def inline_statements(role_name: str) -> list[dict[str, Any]]:
-    iam = aws("iam")
+    iam = server_client("iam")
     found = []
     for name in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
         document = iam.get_role_policy(RoleName=role_name, PolicyName=name)["PolicyDocument"]
@@ -132,7 +117,7 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
     assert set(stack.created()) >= CREATED_BY_MOTO
 
     function = stack.physical_id("LinksFunction")
-    configuration = aws("lambda").get_function_configuration(FunctionName=function)
+    configuration = server_client("lambda").get_function_configuration(FunctionName=function)
     variables = configuration["Environment"]["Variables"]
     key_arn = stack.stand_ins["LinkSigningKeySecret"].ref
     table = stack.physical_id("LinksTable")
@@ -146,12 +131,12 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
     # A Number parameter's Ref: a string in CloudFormation, an int in moto's.
     assert str(variables["REAUTHORIZATION_WARNING_SECONDS"]) == "2160000"
     assert variables["REFRESH_SECRET_ID"] == stack.stand_ins["RefreshCredentialSecret"].ref
-    concurrency = aws("lambda").get_function_concurrency(FunctionName=function)
+    concurrency = server_client("lambda").get_function_concurrency(FunctionName=function)
     assert concurrency["ReservedConcurrentExecutions"] == 10
     assert configuration["Timeout"] == 30
 
     # The signing key: generated, 64 letters and digits, under the stack's name.
-    secret = aws("secretsmanager").get_secret_value(SecretId=key_arn)
+    secret = server_client("secretsmanager").get_secret_value(SecretId=key_arn)
     assert secret["Name"] == "cmstoken-links/link-signing-key"
     assert re.fullmatch(r"[A-Za-z0-9]{64}", secret["SecretString"])
 
@@ -159,20 +144,20 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
     # CloudFormation leaves out (moto 5.2 reads neither it nor PointInTimeRecoverySpecification):
     # test_the_links_table_is_on_demand_with_a_ttl_and_goes_with_the_stack covers it. Once moto
     # applies it, this fails: then check it here.
-    description = aws("dynamodb").describe_table(TableName=table)["Table"]
+    description = server_client("dynamodb").describe_table(TableName=table)["Table"]
     assert description["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert description["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    ttl = aws("dynamodb").describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    ttl = server_client("dynamodb").describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "DISABLED"}
 
     # The role the function runs with names this stack's resources, the credential's secrets not.
-    role = aws("iam").get_role(RoleName=stack.physical_id("LinksRole"))["Role"]
+    role = server_client("iam").get_role(RoleName=stack.physical_id("LinksRole"))["Role"]
     assert configuration["Role"] == role["Arn"]
     granted = {
         statement["Sid"]: statement["Resource"] for statement in inline_statements(role["RoleName"])
     }
     table_arn = description["TableArn"]
-    bootstrap = aws("lambda").get_function_configuration(
+    bootstrap = server_client("lambda").get_function_configuration(
         FunctionName=stack.physical_id("BootstrapFunction")
     )
     assert granted["ReadTheLinkSigningKey"] == key_arn
@@ -186,7 +171,7 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
 
     # The rule on the alarms' state changes: this stack's two alarms (moto creates no alarm:
     # their ARNs are the ones the test stood in), to this function.
-    events = aws("events")
+    events = server_client("events")
     rule = events.describe_rule(Name=stack.physical_id("LinksFunctionAlarmStateChange"))
     pattern = json.loads(rule["EventPattern"])
     assert pattern["resources"] == [
@@ -198,7 +183,7 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
     assert target["Arn"] == configuration["FunctionArn"]
 
     # Who may invoke the function: the rule, and anyone through the URL only.
-    policy = json.loads(aws("lambda").get_policy(FunctionName=function)["Policy"])
+    policy = json.loads(server_client("lambda").get_policy(FunctionName=function)["Policy"])
     principals = {(json.dumps(s["Principal"]), s["Action"]) for s in policy["Statement"]}
     assert principals == {
         ('{"Service": "events.amazonaws.com"}', "lambda:InvokeFunction"),
@@ -218,9 +203,9 @@ def test_off_the_stack_holds_none_of_it(deployer: Deployer) -> None:
     assert not ONE_CLICK & set(stack.present())
     assert not ONE_CLICK & set(stack.created())
     assert not {"LinksUrl", "LinksFunctionName", "LinkSigningKeySecretArn"} & set(stack.outputs)
-    names = [s["Name"] for s in aws("secretsmanager").list_secrets()["SecretList"]]
+    names = [s["Name"] for s in server_client("secretsmanager").list_secrets()["SecretList"]]
     assert sorted(names) == ["cmstoken-plain/refresh-credential", "cmstoken-plain/service-token"]
-    assert aws("dynamodb").list_tables()["TableNames"] == []
+    assert server_client("dynamodb").list_tables()["TableNames"] == []
 
 
 def holds(stack: DeployedStack) -> set[str]:
@@ -234,10 +219,10 @@ def test_switched_on_and_off_it_comes_and_goes_and_the_credential_stays(
     feature (a generated signing key), off deletes all of it (the key without recovery, as
     CloudFormation deletes a secret), on again makes a new key (a link signed before is void).
     The credential's secrets are the same ones throughout."""
-    lifecycle = Lifecycle.open(aws, BUCKET, boto3.session.Session().region_name)
+    lifecycle = Lifecycle.open(server_client, BUCKET, boto3.session.Session().region_name)
     template = ROOT / "template.yaml"  # the code is lifecycle's placeholder: not what this is about
     stack: Stack = lifecycle.create("cmstoken", template, OFF)
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     credential = stack.secret_arn("RefreshCredentialSecret")
     secrets.put_secret_value(SecretId=credential, SecretString='{"status": "active"}')
 
@@ -247,7 +232,7 @@ def test_switched_on_and_off_it_comes_and_goes_and_the_credential_stays(
     first_key = on.secret_arn("LinkSigningKeySecret")
     first_value = secrets.get_secret_value(SecretId=first_key)["SecretString"]
     table = on.deployed.physical_id("LinksTable")
-    assert table in aws("dynamodb").list_tables()["TableNames"]
+    assert table in server_client("dynamodb").list_tables()["TableNames"]
 
     off = lifecycle.update(on, template, {"OneClickReauthorization": "false"})
     assert not ONE_CLICK & holds(off.deployed)
@@ -255,7 +240,7 @@ def test_switched_on_and_off_it_comes_and_goes_and_the_credential_stays(
     assert off.fates_of("deleted") == {"LinkSigningKeySecret", "LinkSigningKeySecretPolicy"}
     with pytest.raises(secrets.exceptions.ResourceNotFoundException):
         secrets.describe_secret(SecretId=first_key)
-    assert table not in aws("dynamodb").list_tables()["TableNames"]
+    assert table not in server_client("dynamodb").list_tables()["TableNames"]
 
     again = lifecycle.update(off, template, {"OneClickReauthorization": "true"})
     second_key = again.secret_arn("LinkSigningKeySecret")

@@ -17,10 +17,14 @@ import ast
 import json
 from typing import Any
 
-import boto3
 import pytest
 
-from deployment import ROOT, Artifacts, Deployer, built_template, sam_transform
+from deployment import (
+    ROOT,
+    Deployer,
+    server_client,
+    server_deployer,
+)
 from template_model import SHARING
 
 pytestmark = [
@@ -51,23 +55,10 @@ IGNORED_BY_MOTO = {
 }
 
 
-def aws(service: str) -> Any:
-    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
-    return boto3.client(service)  # type: ignore[call-overload]
-
-
 @pytest.fixture
 def deployer(moto_server: str) -> Deployer:
-    built = built_template()  # fails, saying to run `make build`, when missing or stale
-    s3 = aws("s3")
-    s3.create_bucket(Bucket=BUCKET)
-    return Deployer(
-        clients=aws,
-        transformed=sam_transform(Artifacts(s3, BUCKET).package(built)),
-        bucket=BUCKET,
-        region=boto3.session.Session().region_name,
-        account_id=aws("sts").get_caller_identity()["Account"],
-    )
+    """Creates stacks from `make build`'s output on moto's server."""
+    return server_deployer(BUCKET)
 
 
 def test_what_moto_ignores_is_covered_by_template_assertions() -> None:
@@ -117,14 +108,14 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
             f"arn:aws:secretsmanager:{region}:{account}:secret:cmstoken-shared/service-token-??????"
         )
     }
-    kms = aws("kms")
+    kms = server_client("kms")
     aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
     assert aliases["alias/cmstoken-shared-service-token"] == key_id
     outputs = stack.outputs
     assert outputs["ServiceTokenKeyArn"] == key.arn
 
     # The functions' roles may use it through Secrets Manager; so may the consumer policy.
-    iam = aws("iam")
+    iam = server_client("iam")
     for role in ("RotatorRole", "BootstrapRole"):
         name = stack.physical_id(role)
         policies = iam.list_role_policies(RoleName=name)["PolicyNames"]
@@ -143,7 +134,7 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     assert decrypt["Resource"] == key.arn
 
     # The bus is the stack's; its rule hands refresh requests to the rotator.
-    events = aws("events")
+    events = server_client("events")
     bus = events.describe_event_bus(Name="cmstoken-shared-refresh-requests")
     assert outputs["RefreshRequestBusArn"] == bus["Arn"]
     rule = events.describe_rule(
@@ -157,7 +148,7 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     (target,) = events.list_targets_by_rule(
         Rule=rule["Name"], EventBusName="cmstoken-shared-refresh-requests"
     )["Targets"]
-    rotator = aws("lambda").get_function_configuration(
+    rotator = server_client("lambda").get_function_configuration(
         FunctionName=stack.physical_id("RotatorFunction")
     )
     assert target["Arn"] == rotator["FunctionArn"]

@@ -24,7 +24,7 @@ import boto3
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from deployment import ROOT, DeployError
+from deployment import ROOT, DeployError, server_client
 from lifecycle import Lifecycle, Stack
 from support import block, check_aws_command
 
@@ -57,20 +57,17 @@ OFFERED = {
 }
 
 
-def aws(service: str) -> Any:
-    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
-    return boto3.client(service)  # type: ignore[call-overload]
-
-
 @pytest.fixture
 def lifecycle(moto_server: str) -> Lifecycle:
-    return Lifecycle.open(aws, "cmstoken-teardown-artifacts", boto3.session.Session().region_name)
+    return Lifecycle.open(
+        server_client, "cmstoken-teardown-artifacts", boto3.session.Session().region_name
+    )
 
 
 def bootstrapped(lifecycle: Lifecycle, name: str, template: Any = TEMPLATE) -> Stack:
     """A stack whose two secrets hold what a bootstrap writes."""
     stack = lifecycle.create(name, template, OFFERED)
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     for logical_id, document in (
         ("RefreshCredentialSecret", CREDENTIAL),
         ("ServiceTokenSecret", TOKEN),
@@ -155,7 +152,7 @@ def test_the_documented_teardown_keeps_the_credential_until_it_is_adopted_or_del
     and delete it at once."""
     if shutil.which("aws") is None:
         pytest.skip("no AWS CLI on PATH (the commands are checked against its model above)")
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     old = bootstrapped(lifecycle, OLD)
     credential, token = (
         old.secret_arn("RefreshCredentialSecret"),
@@ -174,7 +171,7 @@ def test_the_documented_teardown_keeps_the_credential_until_it_is_adopted_or_del
         secrets.describe_secret(SecretId=token)
     with pytest.raises(secrets.exceptions.ResourceNotFoundException):
         secrets.restore_secret(SecretId=token)
-    assert aws("lambda").list_functions()["Functions"] == []
+    assert server_client("lambda").list_functions()["Functions"] == []
     with pytest.raises(DeployError, match="already exists"):
         lifecycle.create(OLD, TEMPLATE, OFFERED)
 
@@ -214,7 +211,7 @@ def test_without_retain_the_deletion_would_destroy_the_credential_at_once(
     credential = stack.secret_arn("RefreshCredentialSecret")
     fates = lifecycle.delete(stack)
     assert {fate.logical_id for fate in fates if fate.what == "retained"} == set()
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     with pytest.raises(secrets.exceptions.ResourceNotFoundException):
         secrets.restore_secret(SecretId=credential)
     assert secrets.list_secrets(IncludePlannedDeletion=True)["SecretList"] == []
@@ -230,7 +227,7 @@ def test_moto_keeps_what_it_created_under_deletion_policy_retain(moto_server: st
             "Deleted": {"Type": "AWS::SQS::Queue"},
         }
     }
-    cloudformation, sqs = aws("cloudformation"), aws("sqs")
+    cloudformation, sqs = server_client("cloudformation"), server_client("sqs")
     cloudformation.create_stack(StackName="retain-probe", TemplateBody=json.dumps(template))
     resources = cloudformation.describe_stack_resources(StackName="retain-probe")
     names = {

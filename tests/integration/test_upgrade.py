@@ -25,7 +25,7 @@ import boto3
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from deployment import ROOT, DeployError
+from deployment import ROOT, DeployError, server_client
 from lifecycle import Lifecycle, Stack
 from template_model import source
 
@@ -108,14 +108,11 @@ TOGETHER = {
 }
 
 
-def aws(service: str) -> Any:
-    """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
-    return boto3.client(service)  # type: ignore[call-overload]
-
-
 @pytest.fixture
 def lifecycle(moto_server: str) -> Lifecycle:
-    return Lifecycle.open(aws, "cmstoken-upgrade-artifacts", boto3.session.Session().region_name)
+    return Lifecycle.open(
+        server_client, "cmstoken-upgrade-artifacts", boto3.session.Session().region_name
+    )
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,7 @@ class Held:
 
 def write_both_secrets(stack: Stack) -> dict[str, Held]:
     """Both secrets written as a bootstrap writes them; what they hold."""
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     held = {}
     for logical_id in SECRETS:
         arn = stack.secret_arn(logical_id)
@@ -146,7 +143,7 @@ def assert_both_secrets_kept(stack: Stack, before: dict[str, Held]) -> None:
     assert stack.deployed.status == "UPDATE_COMPLETE"
     changed = [f for f in stack.fates if f.logical_id in SECRETS and f.what != "kept"]
     assert not changed, f"{stack.name}: the update did this to the secrets: {changed}"
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     for logical_id, held in before.items():
         assert stack.secret_arn(logical_id) == held.arn, logical_id
         found = secrets.get_secret_value(SecretId=held.arn)
@@ -155,7 +152,7 @@ def assert_both_secrets_kept(stack: Stack, before: dict[str, Held]) -> None:
         assert output in (None, held.arn), (logical_id, output)
     for function in ("RotatorFunction", "BootstrapFunction"):
         name = stack.deployed.physical_id(function)
-        configuration = aws("lambda").get_function_configuration(FunctionName=name)
+        configuration = server_client("lambda").get_function_configuration(FunctionName=name)
         variables = configuration["Environment"]["Variables"]
         assert variables["REFRESH_SECRET_ID"] == before["RefreshCredentialSecret"].arn
         assert variables["SERVICE_TOKEN_SECRET_ID"] == before["ServiceTokenSecret"].arn
@@ -232,7 +229,7 @@ def test_a_parameter_change_after_deploy_keeps_both_secrets(
     update."""
     stack = lifecycle.create("cmstoken", TEMPLATE, OFFERS["defaults"])
     held = write_both_secrets(stack)
-    key = aws("kms").create_key(Description="cmstoken upgrade test")["KeyMetadata"]["Arn"]
+    key = server_client("kms").create_key(Description="cmstoken upgrade test")["KeyMetadata"]["Arn"]
     for value in changes(name, PARAMETERS[name]):
         companions = {
             other: given if value else "" for other, given in TOGETHER.get(name, {}).items()
@@ -316,7 +313,7 @@ def test_a_new_secret_name_would_replace_both_secrets_and_keep_only_the_credenti
     assert updated.fates_of("deleted") == {"ServiceTokenSecret"}
     with pytest.raises(AssertionError, match="the update did this to the secrets"):
         assert_both_secrets_kept(updated, held)
-    secrets = aws("secretsmanager")
+    secrets = server_client("secretsmanager")
     kept = held["RefreshCredentialSecret"]
     assert secrets.get_secret_value(SecretId=kept.arn)["SecretString"] == kept.value
     assert (
@@ -338,4 +335,7 @@ def test_a_renamed_logical_id_would_fail_the_update_and_keep_the_credential(
     with pytest.raises(DeployError, match="RefreshSecret"):
         lifecycle.update(stack, yaml_parse(renamed), {})
     kept = held["RefreshCredentialSecret"]
-    assert aws("secretsmanager").get_secret_value(SecretId=kept.arn)["SecretString"] == kept.value
+    assert (
+        server_client("secretsmanager").get_secret_value(SecretId=kept.arn)["SecretString"]
+        == kept.value
+    )
