@@ -90,6 +90,12 @@ def check_parameter_overrides(overrides: dict[str, str], *, first_deploy: bool =
     required = {name for name, spec in parameters.items() if "Default" not in spec}
     assert required == {"ServiceBaseUrl"}
     assert set(overrides) <= set(parameters)
+    for name, value in overrides.items():  # CloudFormation checks each item of a list
+        spec = parameters[name]
+        items = value.split(",") if spec["Type"] == "CommaDelimitedList" else [value]
+        pattern = spec.get("AllowedPattern")
+        assert pattern is None or all(re.fullmatch(pattern, item) for item in items), name
+        assert "AllowedValues" not in spec or value in spec["AllowedValues"], name
     if first_deploy:
         assert required <= set(overrides)
         assert overrides["ServiceBaseUrl"].startswith("https://")

@@ -10,9 +10,9 @@ import shlex
 from pathlib import Path
 
 import template_model
+from cmstoken.aws.link_state import LEASE_SECONDS
 from cmstoken.cli.admin.command import build_parser
 from cmstoken.links import messages, tokens
-from cmstoken.aws.link_state import LEASE_SECONDS
 from cmstoken.links.notifying import LINK_LIFETIME
 from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.refusals import Refusal
