@@ -165,6 +165,43 @@ def test_the_readme_renewal_line_run_twice(emu: Emulator, tmp_path: Path) -> Non
     assert_no_reuse(emu)
 
 
+@pytest.mark.parametrize("how", ["-r -", "CMS_REFRESH_TOKEN="])
+def test_the_documented_stdin_and_environment_lines_renew_as_written(
+    emu: Emulator, tmp_path: Path, how: str
+) -> None:
+    """The page's lines that pass the token without exposing it, as written (the venv's
+    console script, the token file in the working directory): a service token and a new
+    refresh token on stdout, the presented one spent, nothing secret on stderr."""
+    from support import section
+
+    text = section("`get-token`: a token on your own machine")
+    (command,) = (line for line in text.splitlines() if how in line and "get-token" in line)
+    command = command.split(" #", 1)[0].strip()
+    script = ROOT / ".venv" / "bin" / "get-token"
+    if not script.exists():
+        pytest.skip("the venv's console script is not installed")
+    command = command.replace(".venv/bin/get-token", str(script), 1)
+    presented = emu.issue_tokens()["refresh_token"]
+    token_file(tmp_path, presented)
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment(SERVICE_BASE_URL=emu.base_url),
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert emu.service_token_valid(document["access_token"])
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert not emu.refresh_token_valid(presented)
+    for secret in (presented, document["refresh_token"], document["access_token"]):
+        assert secret not in result.stderr
+    assert emu.counts["refresh"] == 1
+
+
 def test_concurrent_renewals_of_one_file_take_turns(emu: Emulator, tmp_path: Path) -> None:
     """A second run started while the first waits for its answer reads the file only once the
     first has saved the new token: it never presents the spent one."""
