@@ -228,8 +228,11 @@ def test_a_403_retries_once_with_a_token_published_meanwhile(workload: Workload)
     retried = [r.value for r in results if r.value.history]
     assert retried, "a 403 with a newer published token is retried"
     for answer in retried:
-        assert answer.status_code == 200
         assert answer.request.headers["Authorization"] == f"Bearer {new}"
+    # The emulator hands its THREADS injected 403s to whichever requests come first, so a
+    # retry may take one meant for another thread's first request: a 403 reaches the caller
+    # only after its one retry (this made the test fail now and then when it required 200).
+    assert all(r.value.history for r in results if r.value.status_code == 403)
     assert provider.token() == new
     assert workload.receive() == []
     assert workload.reads["GetSecretValue"] <= 2
