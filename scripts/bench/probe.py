@@ -130,7 +130,7 @@ LINK_PAGE = Subject(
     "",
     "links",
     "GET of a link's page",
-    (*UNNEEDED_BY_ALL, "cmstoken.bootstrap"),
+    (*UNNEEDED_BY_ALL, "cmstoken.bootstrap", "cmstoken.rotation", "cmstoken.upstream"),
 )
 HANDLERS = (ROTATOR_NOOP, BOOTSTRAP_STATUS, LINK_PAGE)
 GET_TOKEN = Subject("get-token", "module", "cmstoken.cli.get_token")

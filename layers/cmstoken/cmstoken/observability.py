@@ -8,6 +8,7 @@ embedded metric format, namespace from ``POWERTOOLS_METRICS_NAMESPACE``.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,12 +21,9 @@ from cmstoken.core.errors import (
     NotBootstrappedError,
     ReauthorizationRequiredError,
 )
-from cmstoken.rotation.decisions import (
-    OUTCOME_REAUTHORIZATION_REQUIRED,
-    OUTCOME_ROTATED,
-    OUTCOME_SKIPPED,
-)
-from cmstoken.rotation.rotator import Rotator
+
+if TYPE_CHECKING:
+    from cmstoken.rotation.rotator import Rotator
 
 logger = Logger()
 metrics = Metrics()
@@ -75,6 +73,13 @@ def record_run(
     - the freshness gauges (``record_freshness``), except the service token's expiry while
       authorization is required: that incident is ``AuthorizationRequired``'s alone.
     """
+    # Loaded by the rotator only (the other handlers import this module for its logger).
+    from cmstoken.rotation.decisions import (
+        OUTCOME_REAUTHORIZATION_REQUIRED,
+        OUTCOME_ROTATED,
+        OUTCOME_SKIPPED,
+    )
+
     needs_person = outcome == OUTCOME_REAUTHORIZATION_REQUIRED or isinstance(
         error, ReauthorizationRequiredError | NotBootstrappedError
     )

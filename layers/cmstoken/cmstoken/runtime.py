@@ -11,14 +11,12 @@ from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.core.clock import SystemClock
 from cmstoken.core.settings import LinksSettings, Settings
-from cmstoken.observability import record_upstream_latency
-from cmstoken.rotation.rotator import Rotator
-from cmstoken.upstream.http import HttpTransport
-from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
     from cmstoken.bootstrap import Bootstrapper
     from cmstoken.links.app import LinksApp
+    from cmstoken.rotation.rotator import Rotator
+    from cmstoken.upstream.service import ServiceClient
 
 CLOCK = SystemClock()
 
@@ -39,6 +37,11 @@ def store() -> SecretStore:
 def service() -> ServiceClient:
     """The service client, with the connection pool shared by every upstream call, each call's
     latency recorded as a metric."""
+    # The upstream client is loaded by the functions that call upstream (not the links').
+    from cmstoken.observability import record_upstream_latency
+    from cmstoken.upstream.http import HttpTransport
+    from cmstoken.upstream.service import ServiceClient
+
     transport = HttpTransport(observer=record_upstream_latency)
     return ServiceClient(settings().service_base_url, transport=transport, clock=CLOCK)
 
@@ -51,6 +54,8 @@ def notifier() -> Notifier:
 
 def rotator(owner: str) -> Rotator:
     """A rotator for one invocation (``owner`` names it in leases)."""
+    from cmstoken.rotation.rotator import Rotator
+
     return Rotator(
         settings(),
         store=store(),
