@@ -7,6 +7,7 @@ the key, which is never shown."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import logging
@@ -520,11 +521,25 @@ def shown_commands(text: str) -> list[list[str]]:
     return [shlex.split(re.sub(r"[][]", "", line), comments=True) for line in lines]
 
 
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cmstoken/{}-AbCdEf"
+# What a document's placeholder (an upper-case word, ``R1,R2``) stands for, by its option.
+PLACEHOLDERS = {
+    "--secret-arn": SECRET.format("service-token"),
+    "--refresh-credential-arn": SECRET.format("refresh-credential"),
+    "--replica-regions": "eu-west-1,us-west-2",
+    "--bus-arn": "arn:aws:events:us-east-1:123456789012:event-bus/cmstoken-refresh-requests",
+}
+
+
 def taken(words: list[str]) -> str:
-    """The command ``words`` run, as cmstoken-admin parses them (``help``: it prints its help
-    and exits 0); ``SystemExit`` 2 for one it does not take."""
+    """The command ``words`` run, as cmstoken-admin parses them, placeholders filled in
+    (``help``: it prints its help and exits 0); ``SystemExit`` 2 for one it does not take."""
+    filled = [
+        PLACEHOLDERS.get(before, word) if word.isupper() or word == "R1,R2" else word
+        for before, word in zip(["", *words], words, strict=False)
+    ]
     try:
-        return str(parse_args(words[1:]).command)
+        return str(parse_args(filled[1:]).command)
     except SystemExit as exited:
         if exited.code == 0 and "--help" in words:
             return "help"
@@ -535,7 +550,16 @@ def test_every_command_operate_md_shows_is_one_cmstoken_admin_takes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     commands = {taken(words) for words in shown_commands(OPERATE.read_text())}
-    assert commands == {"help", "bootstrap", "status", "rotate", "rotate-link-key"}
+    assert commands == {
+        "help",
+        "bootstrap",
+        "status",
+        "rotate",
+        "rotate-link-key",
+        "check-consumer",
+    }
+    every = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert commands - {"help"} == set(every.choices)  # the table lists every command
     # Controls: the extraction sees a command in an sh block, and a misspelt one is refused.
     sample = (
         "`cmstoken-admin --stack NAME status [--json]`\n\n"
