@@ -36,12 +36,12 @@ HOURS_FORWARD = 19
 # whether the link was used.
 PAGE_AWS_CALLS = {"GetSecretValue": 1, "Lambda:Invoke": 1, "DynamoDB:GetItem": 1}
 # A reminder that sends (never bootstrapped; a refused or an aging credential make the same
-# calls): the function's own URL (for the link), the stack's status, the day's claim, the
-# signing key, the notice.
+# calls): the function's own URL (for the link), the stack's status, the day's claim and its
+# record as sent, the signing key, the notice.
 REMINDER_AWS_CALLS = {
     "Lambda:GetFunctionUrlConfig": 1,
     "Lambda:Invoke": 1,
-    "DynamoDB:UpdateItem": 1,
+    "DynamoDB:UpdateItem": 2,
     "GetSecretValue": 1,
     "SNS:Publish": 1,
 }

@@ -120,7 +120,7 @@ BOOTSTRAP_STATUS = Subject(
     json.dumps({"action": "status"}),
     "bootstrap",
     "status",
-    (*UNNEEDED_BY_ALL, "cmstoken.links"),
+    (*UNNEEDED_BY_ALL, "cmstoken.links", "cmstoken.rotation"),
 )
 # The event, a link's page signed for the bootstrapped stack, is set once the stack is
 # bootstrapped (``with_event``): cold_starts.measure_cold_starts.

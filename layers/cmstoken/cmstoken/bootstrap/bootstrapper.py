@@ -22,21 +22,22 @@ code or user code is ever logged (the operator gets the user code in the result 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws.documents import PendingAuthorization, RefreshSecret
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import CredentialVault
 from cmstoken.bootstrap import results
-from cmstoken.bootstrap.finishing import Finisher
-from cmstoken.bootstrap.polling import POLL_DEADLINE_MARGIN, Polling
 from cmstoken.bootstrap.request import BootstrapRequest
 from cmstoken.bootstrap.states import Action, Event, begin, start_stage, step
 from cmstoken.core.clock import Clock, optional_iso, to_iso
 from cmstoken.core.settings import Settings
-from cmstoken.rotation.publishing import Publisher
-from cmstoken.upstream.service import ServiceClient
+
+if TYPE_CHECKING:
+    from cmstoken.bootstrap.polling import Polling
+    from cmstoken.upstream.service import ServiceClient
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +57,26 @@ class Bootstrapper:
         self.settings = settings
         self.service = service
         self.clock = clock
+        self.notifier = notifier
         self.vault = CredentialVault(settings, store, clock)
+
+    @cached_property
+    def polling(self) -> Polling:
+        """The ``poll`` action's machinery, loaded by a poll only (not by a status query's
+        cold start)."""
+        from cmstoken.bootstrap.finishing import Finisher
+        from cmstoken.bootstrap.polling import Polling
+        from cmstoken.rotation.publishing import Publisher
+
         publisher = Publisher(
-            service, self.vault, clock, verify=settings.verify_service_token, notifier=notifier
+            self.service,
+            self.vault,
+            self.clock,
+            verify=self.settings.verify_service_token,
+            notifier=self.notifier,
         )
-        finisher = Finisher(self.vault, publisher, clock)
-        self.polling = Polling(settings, service, self.vault, finisher, clock)
+        finisher = Finisher(self.vault, publisher, self.clock)
+        return Polling(self.settings, self.service, self.vault, finisher, self.clock)
 
     def handle(self, request: BootstrapRequest, *, deadline: float) -> dict[str, Any]:
         """Run one action and return its result document."""
@@ -75,6 +90,8 @@ class Bootstrapper:
                 allow_new_identity=request.allow_new_identity,
             )
         if request.action == "poll":
+            from cmstoken.bootstrap.polling import POLL_DEADLINE_MARGIN
+
             stop_at = deadline - POLL_DEADLINE_MARGIN
             if request.max_wait_seconds is not None:
                 stop_at = min(stop_at, self.clock.now() + request.max_wait_seconds)
