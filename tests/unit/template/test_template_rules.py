@@ -5,6 +5,7 @@ so that a resource added later is held to them too."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -67,6 +68,7 @@ def variants() -> dict[str, dict[str, str]]:
             AlarmEmail="ops@example.com",
             DeployExampleConsumer="true",
             OneClickReauthorization="true",
+            ConsumerAccountIds="111111111111",  # sharing: the service token's key and the bus
         ),
     }
 
@@ -176,6 +178,31 @@ def test_the_schedule_name_fits_for_a_stack_name_of_56_characters() -> None:
         name = resolver.resolve(schedule["Properties"])["Name"]
         assert len(name) <= 64, name
         assert name.replace("-", "").replace("_", "").replace(".", "").isalnum()
+
+
+def test_the_bus_and_alias_names_fit_for_a_stack_name_of_56_characters() -> None:
+    """An event bus name is 1 to 256 letters, digits and ``/ . - _``, not starting ``aws.``
+    (EventBridge API reference, CreateEventBus, Name); an alias name is 1 to 256 characters
+    of ``[a-zA-Z0-9:/_-]``, starting ``alias/`` and never ``alias/aws/`` (AWS KMS API
+    reference, CreateAlias, AliasName). The README limits stack names to 56 characters."""
+    resolver = Resolver(variants()["everything"])
+    resolver.values["AWS::StackName"] = "s" * 56
+    resources = transformed()["Resources"]
+    named = [
+        (prop, resolver.resolve(resource["Properties"])[prop])
+        for kind, prop in (("AWS::Events::EventBus", "Name"), ("AWS::KMS::Alias", "AliasName"))
+        for resource in of_type(resources, kind).values()
+        if resolver.present(resource)
+    ]
+    assert len(named) == 3  # the bus, the service token key's alias, the alarm topic key's
+    for prop, name in named:
+        assert 1 <= len(name) <= 256, name
+        if prop == "Name":
+            assert re.fullmatch(r"[/.\-_A-Za-z0-9]+", name), name
+            assert not name.startswith("aws."), name
+        else:
+            assert re.fullmatch(r"alias/[a-zA-Z0-9:/_-]+", name), name
+            assert not name.startswith("alias/aws/"), name
 
 
 @pytest.mark.parametrize("variant", ["defaults", "everything"])
