@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from cmstoken.aws import clients
 from cmstoken.core.errors import EventBusAccessError, EventBusError, EventBusUnavailableError
 from cmstoken.core.redaction import printable
 from cmstoken.core.triggers import REFRESH_REQUESTED
@@ -67,13 +68,9 @@ def request_refresh(
         entry["EventBusName"] = bus
     try:
         answer = client.put_events(Entries=[entry])
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        transient = code in _TRANSIENT_REQUEST_CODES or status >= 500
+    except (ClientError, BotoCoreError) as exc:  # BotoCoreError: no answer, transient
+        code, transient = clients.failure(exc, clients.TRANSIENT_CODES | _TRANSIENT_REQUEST_CODES)
         raise _failure(code, transient=transient) from exc
-    except BotoCoreError as exc:  # no answer (connection, timeout)
-        raise _failure(type(exc).__name__, transient=True) from exc
     entries = answer.get("Entries") or [{}]
     result = entries[0]
     if answer.get("FailedEntryCount") or "ErrorCode" in result or "EventId" not in result:

@@ -29,19 +29,6 @@ from cmstoken.core.errors import (
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient
 
-_TRANSIENT_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "InternalServiceError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
 _ACCESS_CODES = frozenset(
     {
         "AccessDeniedException",
@@ -157,14 +144,11 @@ def error_code(exc: ClientError | BotoCoreError) -> str | None:
 
 def store_error(exc: ClientError | BotoCoreError, action: str, secret_id: str) -> StoreError:
     """The ``StoreError`` type of a failed call (``action``: what it did to ``secret_id``)."""
-    if isinstance(exc, BotoCoreError):
-        name = type(exc).__name__
-        return StoreUnavailableError(f"cannot {action} secret {secret_id!r}: {name}", code=name)
-    code = error_code(exc) or "Unknown"
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    code, transient = clients.failure(exc)
     text = f"cannot {action} secret {secret_id!r}: {code}"
-    if code in _TRANSIENT_CODES or status >= 500:
+    if transient:
         return StoreUnavailableError(text, code=code)
+    assert isinstance(exc, ClientError)  # an answer: botocore's own failures are transient
     if code == "ResourceNotFoundException":
         return StoreAccessError(f"{text} (does the secret exist?)", code=code)
     if code in KMS_KEY_CODES or (code in _ACCESS_CODES and _kms_refused(exc)):
