@@ -66,3 +66,25 @@ def test_cmstoken_admins_documented_exit_codes_are_its_helps() -> None:
     }
     assert set(codes) == {0, 1, 2, 130}
     assert documented_exit_codes("cmstoken-admin") == codes
+
+
+def test_the_organisation_examples_call_of_the_helper_is_one_it_takes() -> None:
+    """The README's inline ``ServiceTokenProvider(...)`` call: its keywords are the provider's,
+    and with its placeholders filled in it constructs (no AWS call is made until a read)."""
+    import ast
+    import inspect
+
+    from cmstoken.consumer import ServiceTokenProvider
+
+    text = (ROOT / "README.md").read_text()
+    (call_text,) = re.findall(r"`(ServiceTokenProvider\([^`]*\))`", text)
+    call = ast.parse(call_text, mode="eval").body
+    assert isinstance(call, ast.Call)
+    keywords = {keyword.arg for keyword in call.keywords}
+    assert keywords <= set(inspect.signature(ServiceTokenProvider).parameters)
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cmstoken/service-token-AbCdEf"
+    bus = "arn:aws:events:us-east-1:123456789012:event-bus/cmstoken-refresh-requests"
+    names = {"ServiceTokenProvider": ServiceTokenProvider, "ARN": arn, "BUS_ARN": bus}
+    provider = eval(call_text, names)  # noqa: S307 (the README's own text, checked above)
+    assert provider.replica_regions == ("eu-west-1",)
+    assert provider.event_bus == bus
