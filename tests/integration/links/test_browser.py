@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver import Chrome, ChromeOptions, ChromeService
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.command import Command
@@ -105,7 +106,9 @@ class Person:
 
     def sees(self, title: str, name: str) -> None:
         """The page loaded is the one titled ``title``; keep a screenshot of it."""
-        self.wait.until(lambda b: b.execute_script("return document.readyState") == "complete")
+        self.wait.until(
+            navigating(lambda b: b.execute_script("return document.readyState") == "complete")
+        )
         shown = self.browser.title
         self.pages += 1
         path = self.folder / f"{self.pages}-{name if shown == title else 'unexpected'}.png"
@@ -128,7 +131,23 @@ class Person:
     def _leave(self, by: str, what: str) -> None:
         element = self.wait.until(ec.element_to_be_clickable((by, what)))
         element.click()
-        self.wait.until(ec.staleness_of(element))
+        self.wait.until(navigating(ec.staleness_of(element)))
+
+
+def navigating(condition: Callable[[Chrome], object]) -> Callable[[Chrome], object]:
+    """``condition``, asked again while a page is being replaced. Then ChromeDriver may answer
+    "unhandled inspector error" (the old document's context is gone and the new one not yet
+    there; seen on a busy CI machine): that is the navigation under way, not a failure."""
+
+    def asked(browser: Chrome) -> object:
+        try:
+            return condition(browser)
+        except WebDriverException as error:
+            if "inspector error" in (error.msg or ""):
+                return False
+            raise
+
+    return asked
 
 
 def logged(browser: Chrome, log: str) -> list[dict[str, Any]]:
