@@ -39,13 +39,12 @@ from cmstoken.core.errors import (
     StoreKeyError,
     StoreUnavailableError,
 )
-from cmstoken.core.triggers import REFRESH_REQUESTED
+from cmstoken.core.triggers import CONSUMER_SOURCE, REFRESH_REQUESTED
 
 if TYPE_CHECKING:
     from cmstoken.aws.documents import ServiceTokenDocument
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
-EVENT_SOURCE = "cmstoken.consumer"
 
 # A client of a region, for a service: the command's session, or a test's.
 Clients = Callable[[str, str], Any]
@@ -175,12 +174,12 @@ def _refresh_request(check: ConsumerCheck, clients: Clients, clock: Clock) -> Li
     }
     try:
         event_id = request_refresh(
-            clients("events", region), source=EVENT_SOURCE, detail=detail, bus=bus
+            clients("events", region), source=CONSUMER_SOURCE, detail=detail, bus=bus
         )
     except EventBusError as exc:
         if isinstance(exc, EventBusAccessError):
             fix = (
-                f"this principal needs events:PutEvents on it for source {EVENT_SOURCE} and "
+                f"this principal needs events:PutEvents on it for source {CONSUMER_SOURCE} and "
                 f"detail-type {REFRESH_REQUESTED} (consumer.yaml with RefreshRequestBusArn), and "
                 "the bus's policy must allow this account (the stack's ConsumerAccountIds or "
                 "ConsumerOrganizationId)"

@@ -62,6 +62,7 @@ from cmstoken.consumer.waits import SharedWaits, wait_for_other_than
 from cmstoken.core.clock import Clock, SystemClock, optional_iso
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.redaction import fingerprint
+from cmstoken.core.triggers import CONSUMER_SOURCE
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -105,7 +106,7 @@ class ServiceTokenProvider:
         refresh_wait_seconds: float = 60,
         poll_interval_seconds: float = 5,
         min_refresh_interval_seconds: float = DEFAULT_MIN_REFRESH_INTERVAL_SECONDS,
-        event_source: str = "cmstoken.consumer",
+        event_source: str = CONSUMER_SOURCE,
         replica_regions: Iterable[str] = (),
         event_bus: str | None = None,
     ) -> None:

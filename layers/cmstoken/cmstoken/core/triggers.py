@@ -8,6 +8,9 @@ from typing import Any
 from cmstoken.core.errors import ConfigurationError
 
 REFRESH_REQUESTED = "Service Token Refresh Requested"
+# The source the consumer helper sends refresh requests from: the one the stack's bus policy
+# and consumer.yaml allow.
+CONSUMER_SOURCE = "cmstoken.consumer"
 
 
 @dataclass(frozen=True)
