@@ -164,21 +164,28 @@ def record_secret_writes(monkeypatch: Any) -> list[str]:
     return writes
 
 
-def refresh_request_queue() -> tuple[Any, str]:
-    """An SQS queue that receives every ``Service Token Refresh Requested`` event on the default
-    bus (standing in for the rotator's rule): the SQS client and the queue's URL."""
+def refresh_request_queue(
+    *, bus: str = "default", pattern: dict[str, Any] | None = None, region: str | None = None
+) -> tuple[Any, str]:
+    """An SQS queue that receives the events on ``bus`` (which must exist) that ``pattern``
+    matches, by default every ``Service Token Refresh Requested`` event (standing in for the
+    rotator's rule): the SQS client and the queue's URL. ``region``: the session's unless named."""
     import boto3
 
     from cmstoken.core.triggers import REFRESH_REQUESTED
 
-    sqs = boto3.client("sqs")
-    events = boto3.client("events")
+    sqs = boto3.client("sqs", region_name=region)
+    events = boto3.client("events", region_name=region)
     queue_url = sqs.create_queue(QueueName="refresh-requests")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
     events.put_rule(
-        Name="refresh-requested", EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]})
+        Name="refresh-requested",
+        EventBusName=bus,
+        EventPattern=json.dumps(pattern or {"detail-type": [REFRESH_REQUESTED]}),
     )
-    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    events.put_targets(
+        Rule="refresh-requested", EventBusName=bus, Targets=[{"Id": "queue", "Arn": queue_arn}]
+    )
     return sqs, queue_url

@@ -184,14 +184,7 @@ def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_toke
     rule = template_model.source()["Resources"]["RefreshRequestedRule"]["Properties"]
     pattern = copy.deepcopy(rule["EventPattern"])
     pattern["account"] = ["123456789012"]
-    sqs = boto3.client("sqs")
-    events = boto3.client("events")
-    queue = sqs.create_queue(QueueName="rotator-stand-in")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    events.put_rule(Name="refresh-requested", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule="refresh-requested", Targets=[{"Id": "rotator", "Arn": queue_arn}])
+    sqs, queue = refresh_request_queue(pattern=pattern)
 
     # the published token was refreshed (by this machine's clock) 597 s ago: 3 s to wait
     document = published_document(stack)

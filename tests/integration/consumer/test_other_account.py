@@ -28,7 +28,7 @@ from cmstoken.aws import clients
 from cmstoken.cli.admin import command
 from cmstoken.consumer import ConsumerError, ServiceTokenProvider
 from cmstoken.core.triggers import REFRESH_REQUESTED
-from harness import REFRESH_SECRET, SERVICE_SECRET, Stack
+from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, refresh_request_queue
 
 pytestmark = pytest.mark.integration
 
@@ -67,21 +67,9 @@ class Organisation:
 def organisation(server_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Organisation:
     server_stack.seed()
     server_stack.emulator.advance(HOUR)  # a forced refresh is not debounced
-    events, sqs = boto3.client("events"), boto3.client("sqs")
-    bus_arn = events.create_event_bus(Name=BUS)["EventBusArn"]
-    queue_url = sqs.create_queue(QueueName="rotator")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-    events.put_rule(
-        Name="refresh-requests",
-        EventBusName=BUS,
-        EventPattern=json.dumps(
-            {"source": ["cmstoken.consumer"], "detail-type": [REFRESH_REQUESTED]}
-        ),
-    )
-    events.put_targets(
-        Rule="refresh-requests",
-        EventBusName=BUS,
-        Targets=[{"Id": "rotator", "Arn": queue_arn["Attributes"]["QueueArn"]}],
+    bus_arn = boto3.client("events").create_event_bus(Name=BUS)["EventBusArn"]
+    _, queue_url = refresh_request_queue(
+        bus=BUS, pattern={"source": ["cmstoken.consumer"], "detail-type": [REFRESH_REQUESTED]}
     )
     secrets = server_stack.secretsmanager
     consumer_session = reach_by_arn(account_session(CONSUMER_ACCOUNT))

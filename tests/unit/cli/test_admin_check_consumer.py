@@ -25,6 +25,7 @@ from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceToken
 from cmstoken.cli.admin import command
 from cmstoken.consumer.check import ConsumerCheck, Line, run_checks
 from cmstoken.core.triggers import REFRESH_REQUESTED
+from harness import refresh_request_queue
 from support import FakeClock
 
 PRIMARY, REPLICA = "eu-west-1", "us-east-1"
@@ -99,19 +100,7 @@ def stack(aws_credentials: None) -> Iterator[Stack]:
         )["ARN"]
         events = boto3.client("events", region_name=PRIMARY)
         bus = events.create_event_bus(Name="cmstoken-refresh-requests")["EventBusArn"]
-        sqs = boto3.client("sqs", region_name=PRIMARY)
-        queue = sqs.create_queue(QueueName="rotator")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-        events.put_rule(
-            Name="requests",
-            EventBusName="cmstoken-refresh-requests",
-            EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]}),
-        )
-        events.put_targets(
-            Rule="requests",
-            EventBusName="cmstoken-refresh-requests",
-            Targets=[{"Id": "q", "Arn": queue_arn["Attributes"]["QueueArn"]}],
-        )
+        _, queue = refresh_request_queue(bus="cmstoken-refresh-requests", region=PRIMARY)
         # The command reads the system clock: the fake one starts now.
         world = Stack(token_arn, credential_arn, bus, queue, FakeClock(start=time.time()))
         world.publish()

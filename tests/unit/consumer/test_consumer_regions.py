@@ -24,6 +24,7 @@ from cmstoken.consumer import ConsumerError, ServiceTokenProvider
 from cmstoken.consumer.regions import REPLICA_RETRY_SECONDS, replica_arn
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.triggers import REFRESH_REQUESTED
+from harness import refresh_request_queue
 from support import FakeClock, client_error, fail_with
 
 PRIMARY, OWN, OTHER = "eu-west-1", "us-east-1", "ap-southeast-2"
@@ -139,19 +140,7 @@ def test_replica_regions_need_an_arn_and_region_names(world: World) -> None:
 def test_a_refresh_request_goes_to_the_bus_arn_from_its_region(world: World) -> None:
     events = boto3.client("events", region_name=PRIMARY)
     bus = events.create_event_bus(Name="cmstoken-refresh-requests")["EventBusArn"]
-    sqs = boto3.client("sqs", region_name=PRIMARY)
-    queue = sqs.create_queue(QueueName="requests")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-    events.put_rule(
-        Name="r",
-        EventBusName="cmstoken-refresh-requests",
-        EventPattern=json.dumps({"detail-type": [REFRESH_REQUESTED]}),
-    )
-    events.put_targets(
-        Rule="r",
-        EventBusName="cmstoken-refresh-requests",
-        Targets=[{"Id": "q", "Arn": queue_arn["Attributes"]["QueueArn"]}],
-    )
+    sqs, queue = refresh_request_queue(bus="cmstoken-refresh-requests", region=PRIMARY)
     provider = world.provider(event_bus=bus, refresh_wait_seconds=0)
     assert provider.events_client.meta.region_name == PRIMARY
     with pytest.raises(ConsumerError) as waited:
