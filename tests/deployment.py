@@ -27,6 +27,7 @@ and checked by the deploy test:
 
 from __future__ import annotations
 
+import ast
 import base64
 import copy
 import hashlib
@@ -692,6 +693,26 @@ def stack_names(stack: DeployedStack, clients: Clients) -> Names:
         if deployed is not None:
             names.claim(namespace, deployed, Claim(logical_id, "deployed"))
     return names
+
+
+def policy_statements(document: Any) -> list[dict[str, Any]]:
+    """A policy document's statements, as moto's CloudFormation stored it: an inline policy may
+    be the Python text of the mapping (str(dict)), which moto returns as it is (AWS returns the
+    document)."""
+    parsed = ast.literal_eval(document) if isinstance(document, str) else document
+    found: list[dict[str, Any]] = parsed["Statement"]
+    return found
+
+
+def defined_tests(module: str) -> set[str]:
+    """The test functions the test module ``module`` (a path from the checkout) defines: the
+    template assertions a deploy test may name for what moto does not create or apply."""
+    tree = ast.parse((ROOT / module).read_text())
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
 
 
 def server_client(service: str) -> Any:

@@ -13,15 +13,14 @@ API cannot read a key its CloudFormation created, so that key is read from moto'
 
 from __future__ import annotations
 
-import ast
 import json
-from typing import Any
 
 import pytest
 
 from deployment import (
-    ROOT,
     Deployer,
+    defined_tests,
+    policy_statements,
     server_client,
     server_deployer,
 )
@@ -62,16 +61,7 @@ def deployer(moto_server: str) -> Deployer:
 
 
 def test_what_moto_ignores_is_covered_by_template_assertions() -> None:
-    tree = ast.parse((ROOT / SHARING_TESTS).read_text())
-    tests = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    assert set(IGNORED_BY_MOTO.values()) <= tests
-
-
-def statements(document: Any) -> list[dict[str, Any]]:
-    # moto's CloudFormation may store a policy as the Python text of the mapping (str(dict)).
-    parsed = ast.literal_eval(document) if isinstance(document, str) else document
-    found: list[dict[str, Any]] = parsed["Statement"]
-    return found
+    assert set(IGNORED_BY_MOTO.values()) <= defined_tests(SHARING_TESTS)
 
 
 def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deployer) -> None:
@@ -123,13 +113,13 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
         document = iam.get_role_policy(
             RoleName=name, PolicyName="write-the-service-token-with-its-key"
         )["PolicyDocument"]
-        (use,) = statements(document)
+        (use,) = policy_statements(document)
         assert use["Resource"] == key.arn
         assert use["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
     consumer = iam.get_policy_version(
         PolicyArn=stack.physical_id("ConsumerPolicy"), VersionId="v1"
     )["PolicyVersion"]["Document"]
-    read, decrypt = statements(consumer)
+    read, decrypt = policy_statements(consumer)
     assert read["Resource"] == stack.stand_ins["ServiceTokenSecret"].ref
     assert decrypt["Resource"] == key.arn
 
