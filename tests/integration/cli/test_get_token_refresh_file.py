@@ -95,6 +95,24 @@ def token_file(directory: Path, token: str, name: str = "refresh-token.txt") -> 
     return path
 
 
+def run_documented(line: str, directory: Path, base_url: str) -> subprocess.CompletedProcess[str]:
+    """A documented command line as a user pastes it (its comment dropped), in bash with
+    pipefail, from ``directory``, with the venv's console script and ``SERVICE_BASE_URL``."""
+    script = ROOT / ".venv" / "bin" / "get-token"
+    if not script.exists():
+        pytest.skip("the venv's console script is not installed")
+    command = line.split(" #", 1)[0].strip().replace(".venv/bin/get-token", str(script), 1)
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=environment(SERVICE_BASE_URL=base_url),
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
 def assert_no_reuse(emu: Emulator) -> None:
     """Every refresh the emulator saw was accepted and presented a different token."""
     refreshes = [record for record in emu.requests if record.endpoint == "refresh"]
@@ -141,23 +159,10 @@ def test_the_readme_renewal_line_run_twice(emu: Emulator, tmp_path: Path) -> Non
     text = section("`get-token`: a token on your own machine")
     lines = [line for line in text.splitlines() if "--refresh-file" in line]
     command = next(line for line in lines if line.startswith(".venv/bin/get-token"))
-    command = command.split(" #", 1)[0].strip()
-    assert "refresh-token.txt" in command
-    script = ROOT / ".venv" / "bin" / "get-token"
-    if not script.exists():
-        pytest.skip("the venv's console script is not installed")
-    command = command.replace(".venv/bin/get-token", str(script), 1)
+    assert "refresh-token.txt" in command.split(" #", 1)[0]
     path = token_file(tmp_path, emu.issue_tokens()["refresh_token"])
     for _ in range(2):
-        result = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", command],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=environment(SERVICE_BASE_URL=emu.base_url),
-            timeout=TIMEOUT,
-            check=False,
-        )
+        result = run_documented(command, tmp_path, emu.base_url)
         assert result.returncode == 0, result.stderr
         assert emu.service_token_valid(result.stdout.strip())
         assert emu.refresh_token_valid(path.read_text().strip())
@@ -176,22 +181,9 @@ def test_the_documented_stdin_and_environment_lines_renew_as_written(
 
     text = section("`get-token`: a token on your own machine")
     (command,) = (line for line in text.splitlines() if how in line and "get-token" in line)
-    command = command.split(" #", 1)[0].strip()
-    script = ROOT / ".venv" / "bin" / "get-token"
-    if not script.exists():
-        pytest.skip("the venv's console script is not installed")
-    command = command.replace(".venv/bin/get-token", str(script), 1)
     presented = emu.issue_tokens()["refresh_token"]
     token_file(tmp_path, presented)
-    result = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=environment(SERVICE_BASE_URL=emu.base_url),
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = run_documented(command, tmp_path, emu.base_url)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert emu.service_token_valid(document["access_token"])
