@@ -464,6 +464,14 @@ MANAGED_POLICIES: dict[str, dict[str, Any]] = {
 }
 
 THE_FUNCTIONS_ROLES = [arn("RotatorRole"), arn("BootstrapRole")]
+# Every key policy here opens with it: the account (its IAM policies) administers the key.
+THE_ACCOUNT_ADMINISTERS_THE_KEY = {
+    "Sid": "TheAccountAdministersTheKey",
+    "Effect": "Allow",
+    "Principal": {"AWS": sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")},
+    "Action": "kms:*",
+    "Resource": "*",
+}
 
 # Resource-based policies: each resource's properties (descriptions aside), in full.
 RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
@@ -592,13 +600,7 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
     "AlarmTopicKey": {
         "EnableKeyRotation": True,
         "KeyPolicy": document(
-            {
-                "Sid": "TheAccountAdministersTheKey",
-                "Effect": "Allow",
-                "Principal": {"AWS": sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")},
-                "Action": "kms:*",
-                "Resource": "*",
-            },
+            THE_ACCOUNT_ADMINISTERS_THE_KEY,
             {
                 "Sid": "ThisAccountsAlarmsPublishToTheEncryptedTopic",
                 "Effect": "Allow",
@@ -738,13 +740,7 @@ RESOURCE_POLICIES["ServiceTokenKey"] = {
     "EnableKeyRotation": True,
     "MultiRegion": True,
     "KeyPolicy": document(
-        {
-            "Sid": "TheAccountAdministersTheKey",
-            "Effect": "Allow",
-            "Principal": {"AWS": sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")},
-            "Action": "kms:*",
-            "Resource": "*",
-        },
+        THE_ACCOUNT_ADMINISTERS_THE_KEY,
         *shared_with(
             {"Action": "kms:Decrypt", "Resource": "*"},
             (
