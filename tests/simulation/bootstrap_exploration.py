@@ -31,12 +31,11 @@ from simulation.exploration import (
     Bounds,
     Harness,
     Report,
-    SchedClock,
     Transition,
     search,
 )
 from simulation.invariants import InvariantChecker, Step, Violation, label
-from simulation.world import HOUR, REFRESH_SECRET, World
+from simulation.world import HOUR, REFRESH_SECRET
 
 ROTATOR, BOOTSTRAP = "rotator", "bootstrap"
 WRITE_CREDENTIAL = "secretsmanager.PutSecretValue:credential"
@@ -247,13 +246,7 @@ def run_schedule(
     """One schedule of ``case``: the rotator (the token due) and an approved poll."""
     harness = BootstrapHarness(decide, bounds, upstream_first=upstream_first)
     harness.states = states
-    world = World(
-        interceptor=harness,
-        stale_reads=1 if bounds.stale else 0,
-        choose=harness.stale_pick,
-        clock=SchedClock(harness),
-    )
-    harness.world = world  # the setup's calls pass the harness too (unscheduled)
+    harness.world = world = harness.new_world()  # the setup's calls pass it too (unscheduled)
     if case == "first":
         world.create_secrets()
     else:

@@ -281,6 +281,17 @@ class Harness(Scheduler):
         self.checker: InvariantChecker
         self.start_at = 0.0
 
+    def new_world(self, **options: Any) -> World:
+        """A world whose every call passes this harness: its scheduling clock, and a stale read
+        chosen by the harness when the bounds allow one. ``options``: the world's others."""
+        return World(
+            interceptor=self,
+            stale_reads=1 if self.bounds.stale else 0,
+            choose=self.stale_pick,
+            clock=SchedClock(self),
+            **options,
+        )
+
     def attach(self, world: World, checker: InvariantChecker) -> None:
         self.world, self.checker = world, checker
         self.start_at = world.clock.now()
@@ -707,13 +718,7 @@ def run_schedule(
 ) -> Harness:
     harness = Harness(decide, bounds)
     harness.states = states
-    world = World(
-        interceptor=harness,
-        reuse_interval=scenario.reuse_interval,
-        stale_reads=1 if bounds.stale else 0,
-        choose=harness.stale_pick,
-        clock=SchedClock(harness),
-    )
+    world = harness.new_world(reuse_interval=scenario.reuse_interval)
     world.seed()
     if store is not None:
         world.store = store(cast(Any, world.secretsmanager))

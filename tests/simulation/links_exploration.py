@@ -69,7 +69,6 @@ from simulation.exploration import (
     Bounds,
     Harness,
     Report,
-    SchedClock,
     SimActor,
     Transition,
     search,
@@ -531,13 +530,7 @@ def run_schedule(
     """One schedule: the refused stack, the links sent, the actors, the recovery."""
     harness = LinksHarness(decide, bounds)
     harness.states = states
-    world = World(
-        interceptor=harness,
-        stale_reads=1 if bounds.stale else 0,
-        choose=harness.stale_pick,
-        clock=SchedClock(harness),
-    )
-    harness.world = world  # the setup's calls pass the harness too (unscheduled)
+    harness.world = world = harness.new_world()  # the setup's calls pass it too (unscheduled)
     world.seed()
     world.clock.advance(19 * HOUR)  # the service token is due
     world.identity.tokens[world.newest_refresh_token()].family.revoked = True
