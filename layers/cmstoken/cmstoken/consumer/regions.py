@@ -23,7 +23,9 @@ from cmstoken.core.errors import ConfigurationError
 
 # After a failed replica read, the primary alone is read for this long.
 REPLICA_RETRY_SECONDS = 300.0
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+# An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1).
+REGION_PATTERN = r"[a-z]{2}(-[a-z]+)+-\d{1,2}"
+_REGION = re.compile(REGION_PATTERN)
 
 
 @dataclass(frozen=True)

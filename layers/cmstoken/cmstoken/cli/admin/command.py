@@ -24,7 +24,12 @@ from typing import TextIO
 
 from cmstoken import __version__
 from cmstoken.cli.admin.bootstrap import bootstrap
-from cmstoken.cli.admin.consumer_command import CHECK_CONSUMER, add_check_consumer, check_consumer
+from cmstoken.cli.admin.consumer_command import (
+    CHECK_CONSUMER,
+    add_check_consumer,
+    check_consumer,
+    secret_region,
+)
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
 from cmstoken.cli.admin.link_key import LINK_KEY_OUTPUT, ONE_CLICK_PARAMETER, rotate_link_key
@@ -245,7 +250,7 @@ def _against_aws(args: argparse.Namespace) -> int:
     from botocore.config import Config
 
     if args.command == CHECK_CONSUMER:  # its clients are in the regions its ARNs name
-        return check_consumer(args, open_session(args.region or args.secret_arn.split(":")[3]))
+        return check_consumer(args, open_session(secret_region(args)))
     session = open_session(args.region)
     # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
     # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.

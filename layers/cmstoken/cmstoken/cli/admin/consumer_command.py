@@ -10,9 +10,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from cmstoken.aws.secret_lookup import secret_arn
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_OK, say, shown
 from cmstoken.consumer.check import FAIL, ConsumerCheck, run_checks
-from cmstoken.consumer.regions import region_names
+from cmstoken.consumer.regions import REGION_PATTERN, region_names
 from cmstoken.core.clock import SystemClock
 from cmstoken.core.errors import ConfigurationError
 
@@ -20,9 +21,9 @@ type Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 CHECK_CONSUMER = "check-consumer"
 _SECRET_ARN = re.compile(
-    r"arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:secret:[\w/+=.@-]+-\w{6}"
+    rf"arn:aws[a-z-]*:secretsmanager:{REGION_PATTERN}:\d{{12}}:secret:[\w/+=.@-]+-\w{{6}}"
 )
-_BUS_ARN = re.compile(r"arn:aws[a-z-]*:events:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:event-bus/[\w.-]+")
+_BUS_ARN = re.compile(rf"arn:aws[a-z-]*:events:{REGION_PATTERN}:\d{{12}}:event-bus/[\w.-]+")
 
 
 def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
@@ -93,6 +94,13 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
         action="store_true",
         help="send one real refresh request on --bus-arn (without it, that check is skipped)",
     )
+
+
+def secret_region(args: argparse.Namespace) -> str:
+    """The region of ``--secret-arn`` (the parser takes only full ARNs): the session's."""
+    arn = secret_arn(args.secret_arn)
+    assert arn is not None
+    return arn.region
 
 
 def check_consumer(args: argparse.Namespace, session: Any, out: TextIO | None = None) -> int:
