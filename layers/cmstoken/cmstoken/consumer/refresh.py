@@ -18,6 +18,7 @@ from cmstoken.consumer.errors import (
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import EventBusAccessError, EventBusError, EventBusUnavailableError
 from cmstoken.core.redaction import fingerprint
+from cmstoken.core.triggers import CONSUMER_SOURCE
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -115,7 +116,7 @@ def _request_failed(exc: EventBusError, source: str, bus: str | None) -> Consume
     elif isinstance(exc, EventBusAccessError):
         hint = (
             f"the workload needs events:PutEvents on {bus_name} for source {source!r} (the "
-            "stack's ConsumerRefreshRequestPolicy grants it for 'cmstoken.consumer'; "
+            f"stack's ConsumerRefreshRequestPolicy grants it for {CONSUMER_SOURCE!r}; "
             "consumer.yaml's policy with RefreshRequestBusArn in another account), and a bus "
             "of another account must allow this account in its policy"
         )
