@@ -190,3 +190,12 @@ def resolved_stack(values: Resolver) -> dict[str, Any]:
         re.sub(r"SharedLayer[0-9a-f]{10}", "SharedLayer", json.dumps(found))
     )
     return normal
+
+
+def resolved_resources(**parameters: str) -> dict[str, Any]:
+    """The resources CloudFormation creates with these parameter values (others default),
+    resolved, with the physical ids ``PHYSICAL`` stands in for."""
+    found: dict[str, Any] = resolved_stack(
+        Resolver({**parameter_values(**parameters), **PHYSICAL})
+    )["Resources"]
+    return found

@@ -13,12 +13,9 @@ import pytest
 
 from iam_evaluation import Principal, Request, allowed
 from template_model import (
-    PHYSICAL,
     SERVICE_TOKEN_KEY_ARN,
     SERVICE_TOKEN_SECRET_ARN,
-    Resolver,
-    parameter_values,
-    resolved_stack,
+    resolved_resources,
 )
 
 HERE = "123456789012"  # the stack's account (template_model's pseudo parameters)
@@ -81,12 +78,6 @@ READERS = {
 ELSEWHERE = [CONSUMER, IN_THE_UNIT, ELSEWHERE_IN_THE_ORGANISATION, STRANGER]
 
 
-def resources(**parameters: str) -> dict[str, Any]:
-    values = Resolver({**parameter_values(**parameters), **PHYSICAL})
-    found: dict[str, Any] = resolved_stack(values)["Resources"]
-    return found
-
-
 def reads_the_token(who: Principal, found: dict[str, Any], identity: list[Any]) -> bool:
     """GetSecretValue on the service token secret and, as Secrets Manager does with the
     caller's permissions, kms:Decrypt of its key through Secrets Manager."""
@@ -112,7 +103,7 @@ def test_only_the_shared_principals_read_and_decrypt_the_service_token(
     the organisation of the requesting principal's account ("AWS global condition context
     keys"), ``aws:PrincipalOrgPaths`` its path of OUs. (This account's principals:
     test_this_accounts_principals_read_only_with_their_own_iam_policies.)"""
-    found = resources(**COMBINATIONS[combination])
+    found = resolved_resources(**COMBINATIONS[combination])
     assert reads_the_token(who, found, [CONSUMER_IDENTITY]) is (who in READERS[combination])
     # Without its own account's permission, nobody elsewhere reads.
     assert not reads_the_token(who, found, [])
@@ -123,7 +114,7 @@ def test_this_accounts_principals_read_only_with_their_own_iam_policies() -> Non
     as before sharing: ConsumerPolicy, or any policy allowing GetSecretValue and the key's use.
     The organisation's statements leave this account out, or a resource policy's Allow would
     let every role here read without any IAM permission."""
-    found = resources(ConsumerOrganizationId=ORGANISATION)
+    found = resolved_resources(ConsumerOrganizationId=ORGANISATION)
     consumer_policy = found["ConsumerPolicy"]["Properties"]["PolicyDocument"]
     assert reads_the_token(LOCAL, found, [consumer_policy])
     assert not reads_the_token(LOCAL, found, [])
@@ -135,7 +126,7 @@ def test_this_accounts_principals_read_only_with_their_own_iam_policies() -> Non
         assert allowed(use, [writes], key_policy, HERE, key_policy=True)
     # ... and nobody decrypts other than through Secrets Manager.
     direct = Request(CONSUMER, "kms:Decrypt", SERVICE_TOKEN_KEY_ARN)
-    shared = resources(ConsumerAccountIds=LISTED)
+    shared = resolved_resources(ConsumerAccountIds=LISTED)
     key = shared["ServiceTokenKey"]["Properties"]["KeyPolicy"]
     assert not allowed(direct, [CONSUMER_IDENTITY], key, HERE, key_policy=True)
 
@@ -144,7 +135,9 @@ def test_the_key_decrypts_only_this_secrets_versions_for_consumers() -> None:
     """Secrets Manager names the secret in the encryption context of each KMS request
     (Secrets Manager User Guide, "Secret encryption and decryption"): another secret encrypted
     with the same key stays out of the consumers' reach."""
-    key = resources(ConsumerAccountIds=LISTED)["ServiceTokenKey"]["Properties"]["KeyPolicy"]
+    key = resolved_resources(ConsumerAccountIds=LISTED)["ServiceTokenKey"]["Properties"][
+        "KeyPolicy"
+    ]
     other = {**THROUGH_SECRETS_MANAGER, "kms:EncryptionContext:SecretARN": REFRESH_CREDENTIAL}
     request = Request(CONSUMER, "kms:Decrypt", SERVICE_TOKEN_KEY_ARN, other)
     assert not allowed(request, [CONSUMER_IDENTITY], key, HERE, key_policy=True)
@@ -174,7 +167,7 @@ AWS_SECRETSMANAGER_KEY = {
 
 
 def test_aws_secretsmanager_cannot_be_shared_so_a_shared_token_has_a_key_of_its_own() -> None:
-    found = resources(ConsumerAccountIds=LISTED)
+    found = resolved_resources(ConsumerAccountIds=LISTED)
     managed = {**found, "ServiceTokenKey": {"Properties": {"KeyPolicy": AWS_SECRETSMANAGER_KEY}}}
     context = {**THROUGH_SECRETS_MANAGER, "kms:CallerAccount": LISTED}
     decrypt = Request(CONSUMER, "kms:Decrypt", SERVICE_TOKEN_KEY_ARN, context)
@@ -196,7 +189,7 @@ def test_nobody_but_the_functions_reads_the_refresh_credential(
         if combination == "everything"
         else COMBINATIONS[combination]
     )
-    found = resources(**parameters)
+    found = resolved_resources(**parameters)
     policy = found["RefreshCredentialSecretPolicy"]["Properties"]["ResourcePolicy"]
     concrete = copy.deepcopy(policy)
     concrete["Statement"][0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] = [ROTATOR.arn]
@@ -210,7 +203,7 @@ def test_nobody_but_the_functions_reads_the_refresh_credential(
 def test_only_the_shared_principals_put_only_refresh_requests_on_the_bus(
     combination: str, who: Principal
 ) -> None:
-    found = resources(**COMBINATIONS[combination])
+    found = resolved_resources(**COMBINATIONS[combination])
     policy = found["RefreshRequestBus"]["Properties"]["Policy"]
 
     def puts(source: str, detail_type: str) -> bool:
@@ -228,7 +221,7 @@ def test_only_the_shared_principals_put_only_refresh_requests_on_the_bus(
 
 
 def test_control_an_organisation_statement_without_its_condition_lets_a_stranger_read() -> None:
-    found = resources(ConsumerOrganizationId=ORGANISATION)
+    found = resolved_resources(ConsumerOrganizationId=ORGANISATION)
     widened = copy.deepcopy(found)
     statement = widened["ServiceTokenSecretPolicy"]["Properties"]["ResourcePolicy"]["Statement"][0]
     del statement["Condition"]["StringEquals"]
@@ -239,7 +232,7 @@ def test_control_an_organisation_statement_without_its_condition_lets_a_stranger
 
 
 def test_control_without_leaving_this_account_out_any_local_role_would_read() -> None:
-    found = resources(ConsumerOrganizationId=ORGANISATION)
+    found = resolved_resources(ConsumerOrganizationId=ORGANISATION)
     widened = copy.deepcopy(found)
     for statement in (
         widened["ServiceTokenSecretPolicy"]["Properties"]["ResourcePolicy"]["Statement"][0],
@@ -251,7 +244,7 @@ def test_control_without_leaving_this_account_out_any_local_role_would_read() ->
 
 
 def test_control_a_key_policy_without_the_consumers_keeps_them_out() -> None:
-    found = resources(ConsumerAccountIds=LISTED)
+    found = resolved_resources(ConsumerAccountIds=LISTED)
     narrowed = copy.deepcopy(found)
     statements = narrowed["ServiceTokenKey"]["Properties"]["KeyPolicy"]["Statement"]
     narrowed["ServiceTokenKey"]["Properties"]["KeyPolicy"]["Statement"] = statements[:1]
