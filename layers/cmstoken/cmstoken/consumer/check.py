@@ -31,6 +31,7 @@ from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.regions import replica_arn
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
+    ConfigurationError,
     DocumentError,
     EventBusAccessError,
     EventBusError,
@@ -73,13 +74,19 @@ class ConsumerCheck:
     bus_arn: str | None = None
     send_refresh_request: bool = False
 
+    @property
+    def region(self) -> str:
+        """The secret's region (its ARN's): where the primary is read."""
+        arn = secret_arn(self.secret_arn)
+        if arn is None:
+            raise ConfigurationError(f"{self.secret_arn!r} is not a secret's full ARN")
+        return arn.region
+
 
 def run_checks(check: ConsumerCheck, clients: Clients, session: Any, clock: Clock) -> list[Line]:
     """Every check's line, in order (``session``: the credentials' session, for messages)."""
     lines: list[Line] = []
-    primary = secret_arn(check.secret_arn)
-    assert primary is not None, "the command line takes a full ARN only"
-    for region in (primary.region, *check.replica_regions):
+    for region in (check.region, *check.replica_regions):
         arn = replica_arn(check.secret_arn, region)
         store = SecretStore(clients("secretsmanager", region))
         lines += _read(arn, region, store, session, clock)

@@ -28,7 +28,7 @@ from cmstoken.cli.admin.consumer_command import (
     CHECK_CONSUMER,
     add_check_consumer,
     check_consumer,
-    secret_region,
+    consumer_check,
 )
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
@@ -250,7 +250,8 @@ def _against_aws(args: argparse.Namespace) -> int:
     from botocore.config import Config
 
     if args.command == CHECK_CONSUMER:  # its clients are in the regions its ARNs name
-        return check_consumer(args, open_session(secret_region(args)))
+        check = consumer_check(args)
+        return check_consumer(check, open_session(check.region))
     session = open_session(args.region)
     # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
     # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from cmstoken.aws.secret_lookup import secret_arn
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_OK, say, shown
 from cmstoken.consumer.check import FAIL, ConsumerCheck, run_checks
 from cmstoken.consumer.regions import REGION_PATTERN, region_names
@@ -96,14 +95,18 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
     )
 
 
-def secret_region(args: argparse.Namespace) -> str:
-    """The region of ``--secret-arn`` (the parser takes only full ARNs): the session's."""
-    arn = secret_arn(args.secret_arn)
-    assert arn is not None
-    return arn.region
+def consumer_check(args: argparse.Namespace) -> ConsumerCheck:
+    """What ``check-consumer``'s options ask to check."""
+    return ConsumerCheck(
+        secret_arn=args.secret_arn,
+        refresh_credential_arn=args.refresh_credential_arn,
+        replica_regions=args.replica_regions,
+        bus_arn=args.bus_arn,
+        send_refresh_request=args.send_refresh_request,
+    )
 
 
-def check_consumer(args: argparse.Namespace, session: Any, out: TextIO | None = None) -> int:
+def check_consumer(check: ConsumerCheck, session: Any, out: TextIO | None = None) -> int:
     """``check-consumer``: its lines on ``out`` (standard output); 1 when one says FAIL."""
     from botocore.config import Config
 
@@ -114,13 +117,6 @@ def check_consumer(args: argparse.Namespace, session: Any, out: TextIO | None = 
     def clients(service: str, region: str) -> Any:
         return session.client(service, region_name=region or None, config=config)
 
-    check = ConsumerCheck(
-        secret_arn=args.secret_arn,
-        refresh_credential_arn=args.refresh_credential_arn,
-        replica_regions=args.replica_regions,
-        bus_arn=args.bus_arn,
-        send_refresh_request=args.send_refresh_request,
-    )
     lines = run_checks(check, clients, session, SystemClock())
     for line in lines:
         say(out or sys.stdout, shown(line))
