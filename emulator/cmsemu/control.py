@@ -90,7 +90,8 @@ ROUTES: tuple[tuple[str, str, str, str], ...] = (
     ("POST", "reset", "(none)", "forget codes, tokens, families, faults, counts and the clock"),
 )
 FAULTS: dict[str, str] = {
-    "status": "answer an error without acting: status (4xx/5xx), error, description",
+    "status": "answer an error without acting: status (4xx/5xx), error, description; acted: "
+    "true: act first, then answer the error (a gateway's 502/504 after the provider acted)",
     "rate_limit": "answer 429 without acting: retry_after (Retry-After), reset_in "
     "(X-RateLimit-Reset)",
     "delay": "wait seconds before acting (acted: true: act first, then wait before answering)",

@@ -22,7 +22,7 @@ ENDPOINTS = frozenset(
     }
 )
 _PARAMS = {
-    "status": {"status", "error", "description"},
+    "status": {"status", "error", "description", "acted"},
     "rate_limit": {"retry_after", "reset_in"},
     "delay": {"seconds", "acted"},
     "drop": set(),
@@ -49,7 +49,7 @@ class Fault:
     def acts(self) -> bool:
         """True if the request is carried out before the fault shapes the answer."""
         return self.kind in ACTING or (
-            self.kind in ("malformed", "delay") and bool(self.params.get("acted"))
+            self.kind in ("malformed", "delay", "status") and bool(self.params.get("acted"))
         )
 
 

@@ -187,6 +187,8 @@ class Handler(BaseHTTPRequestHandler):
             self.server.stopping.wait(float(fault.params["seconds"]))
             fault = None
         if fault is not None and fault.kind in ("status", "rate_limit"):
+            if fault.acts:  # a gateway's 502/504 after the provider behind it acted
+                self._act(route, request, credential)
             return interruption(fault, route.style, now, state.config.service_error_style)
         if fault is not None and not fault.acts:
             return garble(fault, route.main_field, None)

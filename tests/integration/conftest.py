@@ -32,6 +32,8 @@ def _open_stack(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, lambda_cont
         "SERVICE_BASE_URL": emulator.base_url,
         "REFRESH_SECRET_ID": REFRESH_SECRET,
         "SERVICE_TOKEN_SECRET_ID": SERVICE_SECRET,
+        # as the template sets it by default: one rotator invocation at a time
+        "ROTATOR_RESERVED_CONCURRENCY": "1",
     }.items():
         monkeypatch.setenv(name, value)
     clock = EmulatorClock(emulator)

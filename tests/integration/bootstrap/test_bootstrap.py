@@ -207,6 +207,54 @@ def test_a_transient_failure_while_polling_keeps_the_authorization(stack: Stack)
     assert poll(stack)["status"] == "authorized"
 
 
+def test_a_lost_poll_answer_while_pending_is_polled_again_and_the_poll_goes_on(
+    stack: Stack,
+) -> None:
+    """SPEC 4.2b: the poll's answer was lost (the provider answered pending): the invocation
+    polls once more at the interval and goes on to the approval."""
+    start(stack)
+    code = stack.refresh_document().pending
+    assert code is not None
+    stack.emulator.inject("device_token", "drop")
+    stack.clock.at(12, lambda: stack.emulator.approve(code.user_code))
+    result = poll(stack)
+    assert result["status"] == "authorized", result
+    assert device_polls(stack) == 3  # dropped, pending, the tokens
+    assert stack.published_token_works()
+
+
+def test_a_poll_answer_lost_with_the_tokens_fails_at_once_naming_the_lost_answer(
+    stack: Stack,
+) -> None:
+    """The provider handed out the tokens and the answer was lost: the poll sent again meets
+    the spent code, so the invocation says so and forgets the authorization (no retry)."""
+    start(stack)
+    approve_pending(stack)
+    stack.emulator.inject("device_token", "drop")
+    result = poll(stack)
+    assert result["status"] == "failed", result
+    assert "retry" not in result
+    assert "the poll sent again was refused" in result["message"]
+    assert "run start again" in result["message"]
+    assert device_polls(stack) == 2
+    assert stack.refresh_document().pending is None
+    assert poll(stack)["status"] == "none"
+
+
+def test_two_lost_poll_answers_keep_the_authorization_for_another_poll(stack: Stack) -> None:
+    start(stack)
+    stack.emulator.inject("device_token", "drop", times=2)
+    result = poll(stack)
+    assert result["status"] == "failed", result
+    assert result["retry"] is True
+    assert "Poll again" in result["message"]
+    assert "not sent again" not in result["message"]
+    assert device_polls(stack) == 2
+    assert stack.refresh_document().pending is not None
+    approve_pending(stack)
+    assert poll(stack)["status"] == "authorized"
+
+
 def test_a_refused_exchange_after_approval_keeps_the_credential_for_the_rotator(
     stack: Stack,
 ) -> None:

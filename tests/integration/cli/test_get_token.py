@@ -529,17 +529,80 @@ def test_a_refresh_waits_out_429_and_503(
     outcome.assert_no_secret_on_stderr(old)
 
 
-def test_a_refresh_is_not_sent_again_once_its_outcome_is_unknown(emu: Emulator) -> None:
+def test_a_refresh_the_provider_did_not_act_on_is_sent_again_after_a_lost_answer(
+    emu: Emulator,
+) -> None:
     """429 says the provider did not act: sent again. A gateway's 502 leaves the outcome
-    unknown: not sent again."""
+    unknown: the same token is presented again, once; this provider had not acted on it, so
+    that refreshes."""
     old = emu.issue_tokens()["refresh_token"]
     emu.inject("refresh", "rate_limit", retry_after=1)
     emu.inject("refresh", "status", status=502)
     outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert refreshes(emu) == [429, 502, 200]
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert not emu.family_revoked(document["refresh_token"])
+    assert "the answer was lost" in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+
+
+@pytest.mark.parametrize(
+    ("fault", "params"),
+    [("drop", {}), ("status", {"status": 502, "acted": True})],
+    ids=["dropped", "502-acted"],
+)
+def test_a_lost_refresh_answer_is_recovered_within_the_reuse_interval(
+    emu: Emulator, fault: str, params: dict[str, Any]
+) -> None:
+    """The provider rotated the token and the answer was lost: presenting the same token again
+    at once, within the tenant's reuse interval, recovers the family."""
+    emu.config.refresh_reuse_interval = 30
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", fault, **params)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    assert emu.counts["refresh"] == 2
+    assert emu.refresh_token_valid(document["refresh_token"])
+    assert not emu.family_revoked(document["refresh_token"])
+    assert emu.service_token_valid(document["access_token"])
+    assert "presenting the same token again, once" in outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_a_lost_refresh_answer_without_a_reuse_interval_says_to_log_in_again(
+    emu: Emulator,
+) -> None:
+    emu.config.refresh_reuse_interval = 0
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "drop")
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
     assert outcome.returncode == 1
     assert outcome.stdout == ""
-    assert refreshes(emu) == [429, 502]
-    assert "may have acted" in outcome.stderr
+    assert emu.counts["refresh"] == 2
+    assert emu.family_revoked(old)
+    assert "Traceback" not in outcome.stderr
+    error = outcome.stderr.splitlines()[-1]
+    assert error.startswith("get-token: refresh: the answer to the first refresh was lost")
+    assert "void" in error
+    assert "log in again" in error
+    assert "without -r" in error
+    outcome.assert_no_secret_on_stderr(old)
+
+
+def test_a_refresh_is_never_sent_a_third_time(emu: Emulator) -> None:
+    emu.config.refresh_reuse_interval = 30
+    old = emu.issue_tokens()["refresh_token"]
+    emu.inject("refresh", "drop", times=2)
+    outcome = run(["--base-url", emu.base_url, "-r", "-"], stdin=old)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert emu.counts["refresh"] == 2
+    assert "may be void" in outcome.stderr
+    assert "Traceback" not in outcome.stderr
     outcome.assert_no_secret_on_stderr(old)
 
 

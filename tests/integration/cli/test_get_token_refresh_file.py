@@ -151,6 +151,47 @@ def test_renewing_twice_uses_the_new_token_each_time(emu: Emulator, tmp_path: Pa
     assert leftovers(tmp_path) == []
 
 
+def test_a_lost_answer_recovered_within_the_reuse_interval_is_saved(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    """The provider rotated the token and the answer was lost: the same token presented again
+    at once (SPEC 4.2b), within the reuse interval, recovers; the file holds the new token."""
+    emu.config.refresh_reuse_interval = 30
+    old = emu.issue_tokens()["refresh_token"]
+    path = token_file(tmp_path, old)
+    emu.inject("refresh", "drop")
+    outcome = renew(emu, path)
+    assert outcome.returncode == 0, outcome.stderr
+    document = outcome.json()
+    kept = path.read_text()
+    assert kept == document["refresh_token"] + "\n"
+    assert emu.refresh_token_valid(kept.strip())
+    assert not emu.family_revoked(kept.strip())
+    assert emu.service_token_valid(document["access_token"])
+    assert emu.counts["refresh"] == 2
+    assert "presenting the same token again, once" in outcome.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    outcome.assert_no_secret_on_stderr(old, kept.strip(), document["access_token"])
+    assert leftovers(tmp_path) == []
+
+
+def test_a_lost_answer_without_a_reuse_interval_leaves_the_file_and_says_so(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    old = emu.issue_tokens()["refresh_token"]
+    path = token_file(tmp_path, old)
+    emu.inject("refresh", "drop")
+    outcome = renew(emu, path)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    assert path.read_text() == old + "\n"  # nothing new to keep
+    assert emu.counts["refresh"] == 2
+    assert "log in again" in outcome.stderr.splitlines()[-1]
+    assert "Traceback" not in outcome.stderr
+    outcome.assert_no_secret_on_stderr(old)
+    assert leftovers(tmp_path) == []
+
+
 @pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq on PATH")
 def test_the_readme_renewal_line_run_twice(emu: Emulator, tmp_path: Path) -> None:
     """The documented renewal line, as written (the venv's console script), run twice."""

@@ -167,6 +167,38 @@ def test_a_granted_device_code_is_consumed(upstream: Upstream) -> None:
         )
 
 
+def test_a_lost_poll_answer_while_pending_is_polled_again_once(upstream: Upstream) -> None:
+    """SPEC 4.2b: the poll's answer was lost (the provider answered pending, then the
+    connection dropped): the code is polled again at the interval, and the flow goes on."""
+    started = start_device_authorization(upstream.service, free_trial=False)
+    code = started.authorization.user_code
+    upstream.emulator.inject("device_token", "drop")
+    upstream.clock.at(12, lambda: upstream.emulator.approve(code))
+    answer = started.poller().run()
+    assert answer is not None
+    assert upstream.emulator.refresh_token_valid(answer.refresh_token)
+    polls = [r for r in upstream.emulator.requests if r.endpoint == "device_token"]
+    assert len(polls) == 3  # dropped, pending, the tokens
+    assert polls[1].error == "authorization_pending"
+    gaps = [round(b.at - a.at) for a, b in itertools.pairwise(polls)]
+    assert gaps == [5, 5]
+
+
+def test_a_poll_answer_lost_with_the_tokens_ends_with_the_spent_code_s_refusal(
+    upstream: Upstream,
+) -> None:
+    """The provider handed out the tokens and the answer was lost: the poll sent again meets
+    the spent code's invalid_grant, which ends the flow (no third poll)."""
+    started = start_device_authorization(upstream.service, free_trial=False)
+    upstream.emulator.approve(started.authorization.user_code)
+    upstream.emulator.inject("device_token", "drop")
+    with pytest.raises(InvalidGrantError, match="the poll sent again was refused") as raised:
+        started.poller().run()
+    assert raised.value.code == "invalid_grant"
+    assert started.authorization.device_code not in str(raised.value)
+    assert upstream.emulator.counts["device_token"] == 2
+
+
 def test_pending_is_a_poll_again_state(upstream: Upstream) -> None:
     started = start_device_authorization(upstream.service, free_trial=False)
     with pytest.raises(AuthorizationPendingError):

@@ -26,6 +26,7 @@ from cmstoken.cli.get_token.output import Result, render
 from cmstoken.cli.get_token.parser import parse_args
 from cmstoken.core.errors import (
     AccessDeniedError,
+    InvalidGrantError,
     MalformedResponseError,
     RateLimitedError,
     TransientError,
@@ -673,22 +674,103 @@ def test_a_rate_limited_refresh_is_sent_again_after_the_hint() -> None:
     assert "v1.old-refresh-token" not in err
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        response(502, {"error": "bad_gateway"}),
-        response(504, {"error": "gateway_timeout"}),
-        UpstreamTimeoutError("refresh: no answer", endpoint="refresh", outcome_unknown=True),
-        UpstreamConnectionError("refresh: dropped", endpoint="refresh", outcome_unknown=True),
-        MalformedResponseError("refresh: garbled", endpoint="refresh", status=200),
-    ],
-    ids=["502", "504", "timeout", "dropped", "2xx-garbled"],
+LOST_ANSWERS = [
+    response(502, {"error": "bad_gateway"}),
+    response(504, {"error": "gateway_timeout"}),
+    UpstreamTimeoutError("refresh: no answer", endpoint="refresh", outcome_unknown=True),
+    UpstreamConnectionError("refresh: dropped", endpoint="refresh", outcome_unknown=True),
+    MalformedResponseError("refresh: garbled", endpoint="refresh", status=200),
+]
+LOST_IDS = ["502", "504", "timeout", "dropped", "2xx-garbled"]
+INVALID_GRANT = response(
+    403, {"error": "invalid_grant", "error_description": "Unknown or invalid refresh token."}
 )
-def test_a_refresh_that_may_have_been_acted_on_is_never_sent_again(failure: Answer) -> None:
-    client, transport, _ = service([response(200, PROVIDER_DOCUMENT), failure])
+
+
+def refresh_endpoints(transport: ScriptedTransport) -> list[str]:
+    return [sent.endpoint for sent in transport.sent]
+
+
+@pytest.mark.parametrize("failure", LOST_ANSWERS, ids=LOST_IDS)
+def test_a_refresh_whose_answer_was_lost_is_sent_again_at_once(failure: Answer) -> None:
+    """SPEC 4.2b: once no answer can arrive, the same token is presented again, at once."""
+    clock = FakeClock()
+    code, transport, clock, err = refresh_run(
+        [
+            response(200, PROVIDER_DOCUMENT),
+            failure,
+            response(200, TOKENS_DOCUMENT),
+            response(200, service_token_document(clock, lifetime=10**10)),
+        ]
+    )
+    assert code == 0
+    assert refresh_endpoints(transport) == ["provider", "refresh", "refresh", "exchange"]
+    assert transport.sent[1].form == transport.sent[2].form  # the same token, once more
+    assert clock.sleeps == []  # at once
+    assert "the answer was lost" in err
+    assert "presenting the same token again, once" in err
+    assert "v1.old-refresh-token" not in err
+
+
+@pytest.mark.parametrize("failure", LOST_ANSWERS, ids=LOST_IDS)
+def test_a_refresh_lost_twice_is_not_sent_a_third_time(failure: Answer) -> None:
+    client, transport, _ = service([response(200, PROVIDER_DOCUMENT), failure, failure])
+    stderr = io.StringIO()
     with pytest.raises(TransientError):
+        run(
+            options(refresh_token="v1.old-refresh-token"),
+            client,
+            stdin=None,
+            stdout=io.StringIO(),
+            stderr=stderr,
+        )
+    assert refresh_endpoints(transport) == ["provider", "refresh", "refresh"]
+    assert "may be void" in stderr.getvalue()
+
+
+def test_invalid_grant_after_a_lost_answer_says_the_token_is_void() -> None:
+    client, transport, _ = service(
+        [response(200, PROVIDER_DOCUMENT), response(502, {}), INVALID_GRANT]
+    )
+    with pytest.raises(InvalidGrantError) as raised:
         renew(client)
-    assert [sent.endpoint for sent in transport.sent] == ["provider", "refresh"]
+    message = str(raised.value)
+    assert "answer to the first refresh was lost" in message
+    assert "void" in message
+    assert "log in again" in message
+    assert "\n" not in message
+    assert refresh_endpoints(transport) == ["provider", "refresh", "refresh"]
+
+
+def test_invalid_grant_without_a_lost_answer_is_left_as_it_is() -> None:
+    client, transport, _ = service([response(200, PROVIDER_DOCUMENT), INVALID_GRANT])
+    with pytest.raises(InvalidGrantError) as raised:
+        renew(client)
+    assert "lost" not in str(raised.value)
+    assert refresh_endpoints(transport) == ["provider", "refresh"]
+
+
+def test_the_refresh_sent_again_waits_out_a_429_like_the_first() -> None:
+    clock = FakeClock()
+    code, transport, clock, err = refresh_run(
+        [
+            response(200, PROVIDER_DOCUMENT),
+            UpstreamConnectionError("refresh: dropped", endpoint="refresh", outcome_unknown=True),
+            rate_limited(1),
+            response(200, TOKENS_DOCUMENT),
+            response(200, service_token_document(clock, lifetime=10**10)),
+        ]
+    )
+    assert code == 0
+    assert refresh_endpoints(transport) == [
+        "provider",
+        "refresh",
+        "refresh",
+        "refresh",
+        "exchange",
+    ]
+    assert clock.sleeps == [1.0]
+    assert "trying again in 1 s" in err
 
 
 def test_a_connection_that_cannot_be_made_fails_at_once() -> None:

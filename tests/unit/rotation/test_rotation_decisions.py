@@ -24,6 +24,7 @@ from cmstoken.core.errors import (
     UpstreamConnectionError,
     UpstreamTimeoutError,
 )
+from cmstoken.core.redaction import fingerprint
 from cmstoken.rotation import decisions
 from cmstoken.rotation.decisions import (
     DUE_EXPIRING,
@@ -118,30 +119,34 @@ def test_the_debounce_on_refreshed_at(refreshed_at: float | None, expected: bool
     assert decisions.debounced(refreshed_at, now=NOW, min_interval=INTERVAL) is expected
 
 
+HELD, FREE = decisions.LeaseVerdict.HELD, decisions.LeaseVerdict.FREE
+TAKE_OVER = decisions.LeaseVerdict.TAKE_OVER
+
+
 @pytest.mark.parametrize(
     ("due_reason", "refreshed_at", "lease", "expected"),
     [
-        (DUE_EXPIRING, NOW - 3_600, None, None),
-        (DUE_FORCED, NOW - 3_600, None, None),
+        (DUE_EXPIRING, NOW - 3_600, FREE, None),
+        (DUE_FORCED, NOW - 3_600, FREE, None),
         # the credential's own refreshed_at (newer than the published copy) debounces
-        (DUE_FORCED, NOW - 60, None, SKIP_DEBOUNCED),
-        (DUE_EXPIRING, NOW - 60, None, None),  # only a forced run is debounced
-        (DUE_MISSING, NOW - 60, None, None),
-        (DUE_EXPIRING, NOW - 3_600, Lease(OTHER, NOW + 1), SKIP_LEASE_HELD),
-        (DUE_EXPIRING, NOW - 3_600, Lease(OTHER, NOW), None),  # expired at NOW
-        (DUE_EXPIRING, NOW - 3_600, Lease(ME, NOW + 100), None),  # this run's own
-        (DUE_FORCED, NOW - 60, Lease(OTHER, NOW + 1), SKIP_DEBOUNCED),  # debounce first
+        (DUE_FORCED, NOW - 60, FREE, SKIP_DEBOUNCED),
+        (DUE_EXPIRING, NOW - 60, FREE, None),  # only a forced run is debounced
+        (DUE_MISSING, NOW - 60, FREE, None),
+        (DUE_EXPIRING, NOW - 3_600, HELD, SKIP_LEASE_HELD),
+        (DUE_FORCED, NOW - 60, HELD, SKIP_LEASE_HELD),
+        # a run that takes over presents a token that may be spent: never debounced
+        (DUE_FORCED, NOW - 60, TAKE_OVER, None),
+        (DUE_EXPIRING, NOW - 3_600, TAKE_OVER, None),
     ],
 )
 def test_why_a_due_run_stops_once_it_read_the_credential(
-    due_reason: str, refreshed_at: float, lease: Lease | None, expected: str | None
+    due_reason: str, refreshed_at: float, lease: decisions.LeaseVerdict, expected: str | None
 ) -> None:
     assert (
         decisions.skip_reason(
             credential(refreshed_at=refreshed_at),
             lease,
             due_reason=due_reason,
-            owner=ME,
             now=NOW,
             min_interval=INTERVAL,
         )
@@ -151,28 +156,44 @@ def test_why_a_due_run_stops_once_it_read_the_credential(
 
 # --- the lease ----------------------------------------------------------------------------------
 
+AT = fingerprint(CREDENTIAL.refresh_token)  # a lease over the stored token: it may be spent
+STORED = "0123456789ab"  # a lease whose holder stored its refresh: the token stored is newer
+
 
 @pytest.mark.parametrize(
-    ("lease", "holds", "held_by_another"),
+    ("lease", "holds", "alone", "others"),
     [
-        (None, False, False),
-        (Lease(ME, NOW + 60), True, False),
-        (Lease(ME, NOW - 60), True, False),
-        (Lease(OTHER, NOW + 60), False, True),
-        (Lease(OTHER, NOW + 0.001), False, True),
-        (Lease(OTHER, NOW), False, False),
-        (Lease(OTHER, NOW - 60), False, False),
+        # no lease, this run's own, or lapsed: free, whatever else runs
+        (None, False, "FREE", "FREE"),
+        (Lease(ME, NOW + 60, AT), True, "FREE", "FREE"),
+        (Lease(ME, NOW - 60, AT), True, "FREE", "FREE"),
+        (Lease(OTHER, NOW, AT), False, "FREE", "FREE"),
+        (Lease(OTHER, NOW - 60, AT), False, "FREE", "FREE"),
+        # another's live lease over the stored token: its holder may have spent it. Alone
+        # (reserved concurrency 1) the holder has ended: take over; else it may be running
+        (Lease(OTHER, NOW + 60, AT), False, "TAKE_OVER", "AT_RISK"),
+        (Lease(OTHER, NOW + 0.001, AT), False, "TAKE_OVER", "AT_RISK"),
+        (Lease(OTHER, NOW + 60), False, "TAKE_OVER", "AT_RISK"),  # an older release's lease
+        # another's live lease whose refresh is stored: nothing at risk
+        (Lease(OTHER, NOW + 60, STORED), False, "FREE", "HELD"),
     ],
 )
-def test_whose_lease_it_is(lease: Lease | None, holds: bool, held_by_another: bool) -> None:
+def test_what_a_run_does_about_the_lease_it_read(
+    lease: Lease | None, holds: bool, alone: str, others: str
+) -> None:
     assert decisions.holds(lease, ME) is holds
-    assert decisions.lease_held_by_another(lease, owner=ME, now=NOW) is held_by_another
+    for one_at_a_time, expected in ((True, alone), (False, others)):
+        verdict = decisions.lease_verdict(
+            lease, CREDENTIAL, owner=ME, now=NOW, one_at_a_time=one_at_a_time
+        )
+        assert verdict is decisions.LeaseVerdict[expected], one_at_a_time
 
 
-def test_a_claimed_lease_outlives_the_deadline_by_the_grace() -> None:
-    assert decisions.new_lease(ME, NOW + 120) == Lease(
-        owner=ME, expires_at=NOW + 120 + decisions.LEASE_GRACE_SECONDS
+def test_a_claimed_lease_outlives_the_deadline_by_the_grace_and_names_the_token() -> None:
+    assert decisions.new_lease(ME, NOW + 120, CREDENTIAL) == Lease(
+        owner=ME, expires_at=NOW + 120 + decisions.LEASE_GRACE_SECONDS, presents=AT
     )
+    assert CREDENTIAL.refresh_token not in str(decisions.new_lease(ME, NOW, CREDENTIAL).to_dict())
 
 
 # --- exchange or refresh ------------------------------------------------------------------------
@@ -233,7 +254,11 @@ def test_whether_it_is_too_late_to_start_a_refresh(deadline: float, expected: bo
     ],
 )
 def test_what_a_failed_refresh_means(error: BaseException, expected: str) -> None:
-    assert decisions.refresh_failure(error) is RefreshFailure[expected]
+    failure = decisions.refresh_failure(error)
+    assert failure is RefreshFailure[expected]
+    # the answer is lost (present the token again at once) exactly when the provider may
+    # have acted on it
+    assert failure.answer_lost is (expected != "NOT_ACTED_ON")
 
 
 # --- what a refresh's answer makes of the credential ------------------------------------------

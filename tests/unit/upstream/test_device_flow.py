@@ -114,8 +114,9 @@ def test_access_denied_ends_polling() -> None:
 
 def test_invalid_grant_ends_polling() -> None:
     device, _, _ = poller([response(403, {"error": "invalid_grant"})])
-    with pytest.raises(InvalidGrantError):
+    with pytest.raises(InvalidGrantError) as raised:
         device.run()
+    assert "lost" not in str(raised.value)
 
 
 def test_transient_errors_are_retried_honouring_retry_after() -> None:
@@ -125,27 +126,58 @@ def test_transient_errors_are_retried_honouring_retry_after() -> None:
     assert poll_times(transport) == [5, 10, 40, 45]
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        UpstreamTimeoutError(
-            "device_token: no answer", endpoint="device_token", outcome_unknown=True
-        ),
-        UpstreamConnectionError(
-            "device_token: dropped", endpoint="device_token", outcome_unknown=True
-        ),
-        response(502, {}),
-        response(504, {}),
-        response(200, raw=b"{not json"),
-        response(200, {"access_token": "eyJx.eyJ5.sig", "token_type": "Bearer"}),
-    ],
-    ids=["timeout", "dropped", "502", "504", "garbled-2xx", "2xx-without-refresh-token"],
-)
-def test_a_poll_the_provider_may_have_answered_is_never_sent_again(failure: Any) -> None:
-    """The provider may have handed out the tokens (an approved code yields them once): a
-    second poll would only meet invalid_grant, so the error ends this run of polls at once."""
-    device, transport, _ = poller([failure, GRANTED])
+LOST_ANSWERS = [
+    UpstreamTimeoutError("device_token: no answer", endpoint="device_token", outcome_unknown=True),
+    UpstreamConnectionError("device_token: dropped", endpoint="device_token", outcome_unknown=True),
+    response(502, {}),
+    response(504, {}),
+    response(200, raw=b"{not json"),
+    response(200, {"access_token": "eyJx.eyJ5.sig", "token_type": "Bearer"}),
+]
+LOST_IDS = ["timeout", "dropped", "502", "504", "garbled-2xx", "2xx-without-refresh-token"]
+SPENT = response(403, {"error": "invalid_grant", "error_description": "Invalid device code."})
+
+
+@pytest.mark.parametrize("failure", LOST_ANSWERS, ids=LOST_IDS)
+def test_a_poll_whose_answer_was_lost_is_sent_again_once_at_the_interval(failure: Any) -> None:
+    """SPEC 4.2b: once no answer can arrive, the code is polled again (RFC 8628 section 3.5:
+    at the interval); a provider that never acted answers as usual."""
+    device, transport, _ = poller([failure, PENDING, GRANTED])
+    assert device.run() is not None
+    assert poll_times(transport) == [5, 10, 15]
+
+
+@pytest.mark.parametrize("failure", LOST_ANSWERS, ids=LOST_IDS)
+def test_a_code_spent_with_the_lost_answer_ends_polling_with_its_refusal(failure: Any) -> None:
+    """The provider handed out the tokens with the lost answer: the code is spent, and the
+    poll sent again meets the terminal refusal."""
+    device, transport, _ = poller([failure, SPENT, GRANTED])
+    with pytest.raises(InvalidGrantError, match="the poll sent again was refused") as raised:
+        device.run()
+    assert len(transport.sent) == 2
+    assert raised.value.code == "invalid_grant"
+    assert "device-code-0123456789" not in str(raised.value)
+
+
+@pytest.mark.parametrize("failure", LOST_ANSWERS, ids=LOST_IDS)
+def test_a_second_lost_answer_ends_polling(failure: Any) -> None:
+    device, transport, _ = poller([failure, PENDING, failure, GRANTED])
     with pytest.raises(TransientError):
+        device.run()
+    assert poll_times(transport) == [5, 10, 15]  # at most one poll again per run
+
+
+def test_a_lost_answer_is_raised_when_the_poll_again_comes_after_stop_at() -> None:
+    device, transport, clock = poller([response(502, {}), GRANTED])
+    with pytest.raises(ServerError):
+        device.run(stop_at=clock.now() + 9)
+    assert len(transport.sent) == 1
+    assert device.schedule.next_poll_at == clock.now() + 5  # the next run keeps the interval
+
+
+def test_a_lost_answer_is_raised_when_the_code_expires_before_the_poll_again() -> None:
+    device, transport, _ = poller([response(504, {}), GRANTED], expires_in=8)
+    with pytest.raises(ServerError):
         device.run()
     assert len(transport.sent) == 1
 

@@ -227,14 +227,21 @@ class RefreshCredential:
 
 @dataclass(frozen=True)
 class Lease:
-    """A rotator's claim on the credential: nobody else refreshes it until ``expires_at``."""
+    """A rotator's claim on the credential: nobody else refreshes it until ``expires_at``.
+    ``presents`` is the fingerprint of the refresh token its holder presents (``None`` in a
+    lease written by an older release): while the credential still holds that token, the
+    holder may have spent it without storing the answer."""
 
     owner: str
     expires_at: float
+    presents: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under ``lease``."""
-        return {"owner": self.owner, "expires_at": to_iso(self.expires_at)}
+        stored: dict[str, Any] = {"owner": self.owner, "expires_at": to_iso(self.expires_at)}
+        if self.presents is not None:
+            stored["presents"] = self.presents
+        return stored
 
     @classmethod
     def from_dict(cls, document: Any) -> Lease:
@@ -242,7 +249,11 @@ class Lease:
         if not isinstance(document, dict):
             raise DocumentError("refresh credential: field 'lease' must be an object")
         read = _Reader(document, "refresh credential lease")
-        return cls(owner=read.text("owner"), expires_at=read.time("expires_at"))
+        return cls(
+            owner=read.text("owner"),
+            expires_at=read.time("expires_at"),
+            presents=read.optional_text("presents"),
+        )
 
 
 @dataclass(frozen=True)

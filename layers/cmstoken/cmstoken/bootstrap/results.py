@@ -47,8 +47,9 @@ ENDINGS: dict[tuple[Stage, Event], tuple[str, str]] = {
     (Stage.PENDING, Event.ANSWER_LOST): (
         "failed",
         "{error}; the identity provider may have answered with the tokens and the answer was "
-        "lost, so the poll was not sent again. Poll again: if the code is then refused, the "
-        "approval went with the lost answer (run start again)",
+        "lost, and this invocation got no answer to a poll sent again (it was lost too, or no "
+        "time was left for it). Poll again: if the code is then refused, the approval went with "
+        "the lost answer (run start again)",
     ),
     (Stage.PENDING, Event.POLL_FAILED): (
         "failed",

@@ -279,6 +279,11 @@ class VerificationFailedError(RotationError):
     before stays (the message says whether a token was)."""
 
 
+class LeaseHeldError(RotationError):
+    """Another rotator invocation, which may still be running, holds the lease over the stored
+    refresh token: this run fails so that Lambda retries it once that one has finished."""
+
+
 class InsufficientTimeError(RotationError):
     """Too little of the invocation is left to refresh safely; the platform retries later."""
 

@@ -76,6 +76,9 @@ class Settings:
     verify_service_token: bool = True
     absolute_lifetime_seconds: int = 2592000
     free_trial: bool = False
+    # 1: Lambda runs at most one rotator invocation at a time (the template's reserved
+    # concurrency), so a lease of another invocation belongs to one that has ended.
+    rotator_reserved_concurrency: int = 0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -90,6 +93,7 @@ class Settings:
             verify_service_token=read.flag("VERIFY_SERVICE_TOKEN", True),
             absolute_lifetime_seconds=read.seconds("ABSOLUTE_LIFETIME_SECONDS", 2592000),
             free_trial=read.flag("FREE_TRIAL", False),
+            rotator_reserved_concurrency=read.whole("ROTATOR_RESERVED_CONCURRENCY", 0),
         )
         if (
             settings.refresh_secret_id

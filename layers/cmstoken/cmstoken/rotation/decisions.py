@@ -25,6 +25,7 @@ from cmstoken.aws.documents import (
 )
 from cmstoken.core.clock import optional_iso
 from cmstoken.core.errors import answered_2xx
+from cmstoken.core.redaction import fingerprint
 
 if TYPE_CHECKING:
     from cmstoken.upstream.models import TokenAnswer
@@ -86,9 +87,24 @@ class Due:
 class RefreshFailure(enum.Enum):
     """What a failed refresh (other than a refused credential) means for the token sent."""
 
-    SPENT = "spent"  # answered 2xx without a usable refresh token: never sent again
-    UNKNOWN = "unknown"  # no answer: the provider may act on it; the lease stays until it expires
-    NOT_ACTED_ON = "not acted on"  # a retry may send it again: the lease is given back
+    SPENT = "spent"  # answered 2xx without a usable refresh token: the answer is lost
+    UNKNOWN = "unknown"  # no answer can arrive any more: the provider may have acted on it
+    NOT_ACTED_ON = "not acted on"  # a retry may send it again
+
+    @property
+    def answer_lost(self) -> bool:
+        """Whether the provider may have rotated the token and its answer can no longer
+        arrive: presenting the same token again at once is the only way to recover it."""
+        return self is not RefreshFailure.NOT_ACTED_ON
+
+
+class LeaseVerdict(enum.Enum):
+    """What a run that read the credential does about its lease (``lease_verdict``)."""
+
+    FREE = "free"  # no lease, this run's, lapsed, or its holder ended with nothing at risk
+    TAKE_OVER = "take over"  # its holder ended and may have spent the stored token: present it
+    HELD = "held"  # another run may be publishing a refresh it stored: skip
+    AT_RISK = "at risk"  # another run may be refreshing the stored token: fail, Lambda retries
 
 
 # --- is the run due -----------------------------------------------------------------------------
@@ -126,22 +142,24 @@ def due(
 
 def skip_reason(
     credential: RefreshCredential,
-    lease: Lease | None,
+    lease: LeaseVerdict,
     *,
     due_reason: str,
-    owner: str,
     now: float,
     min_interval: float,
 ) -> str | None:
-    """Why a due run stops once it has read the active credential (``None``: it goes on): a
-    forced run debounced by the credential's own ``refreshed_at`` (the published copy may
-    lag), or a lease another run holds."""
-    if due_reason == DUE_FORCED and debounced(
-        credential.refreshed_at, now=now, min_interval=min_interval
+    """Why a due run stops once it has read the active credential and judged its lease
+    (``None``: it goes on): a lease another run holds over a refresh it stored, or a forced
+    run debounced by the credential's own ``refreshed_at`` (the published copy may lag). A run
+    that takes over a lease is never debounced: it presents a token that may be spent."""
+    if lease is LeaseVerdict.HELD:
+        return SKIP_LEASE_HELD
+    if (
+        lease is LeaseVerdict.FREE
+        and due_reason == DUE_FORCED
+        and debounced(credential.refreshed_at, now=now, min_interval=min_interval)
     ):
         return SKIP_DEBOUNCED
-    if lease_held_by_another(lease, owner=owner, now=now):
-        return SKIP_LEASE_HELD
     return None
 
 
@@ -153,15 +171,45 @@ def holds(lease: Lease | None, owner: str) -> bool:
     return lease is not None and lease.owner == owner
 
 
-def lease_held_by_another(lease: Lease | None, *, owner: str, now: float) -> bool:
-    """Whether another invocation's lease is still running: nobody else refreshes until then."""
-    return lease is not None and lease.expires_at > now and not holds(lease, owner)
+def lease_verdict(
+    lease: Lease | None,
+    credential: RefreshCredential,
+    *,
+    owner: str,
+    now: float,
+    one_at_a_time: bool,
+) -> LeaseVerdict:
+    """What a run does about the lease it read with ``credential``.
+
+    A lease of another invocation puts the stored refresh token at risk while it still holds
+    the token the lease's holder presents (``presents``; unknown in an older lease): the holder
+    may have spent it and not stored the answer. Whether the holder may still be running
+    decides the rest. With reserved concurrency 1 (``one_at_a_time``) Lambda runs one rotator
+    invocation at a time, so the holder has ended (a crash, a timeout, a failure that released
+    nothing): a lease at risk is taken over at once, since presenting the token again is the
+    only recovery and it works only inside the provider's reuse interval; Lambda's retry of the
+    failed holder comes a minute later, and a run that skipped here would return success and
+    leave the spent token to the next schedule, an hour on. Without that reservation the holder
+    may still be refreshing, and presenting its token beside it would be a reuse: the run fails
+    (``AT_RISK``), so that Lambda retries it after the holder has stored, released, or lapsed.
+    A lease whose refresh is stored risks nothing: skipped while its holder may be publishing,
+    ignored when the holder has ended. A lapsed lease is free."""
+    if lease is None or holds(lease, owner) or lease.expires_at <= now:
+        return LeaseVerdict.FREE
+    at_risk = lease.presents is None or lease.presents == fingerprint(credential.refresh_token)
+    if one_at_a_time:
+        return LeaseVerdict.TAKE_OVER if at_risk else LeaseVerdict.FREE
+    return LeaseVerdict.AT_RISK if at_risk else LeaseVerdict.HELD
 
 
-def new_lease(owner: str, deadline: float) -> Lease:
-    """The lease a run claims: it outlives the invocation's deadline by
-    ``LEASE_GRACE_SECONDS``."""
-    return Lease(owner=owner, expires_at=deadline + LEASE_GRACE_SECONDS)
+def new_lease(owner: str, deadline: float, credential: RefreshCredential) -> Lease:
+    """The lease a run claims to present ``credential``'s refresh token: it outlives the
+    invocation's deadline by ``LEASE_GRACE_SECONDS``."""
+    return Lease(
+        owner=owner,
+        expires_at=deadline + LEASE_GRACE_SECONDS,
+        presents=fingerprint(credential.refresh_token),
+    )
 
 
 # --- exchange or refresh ------------------------------------------------------------------------
@@ -187,14 +235,16 @@ def exchange_stored(
 
 
 def too_late_to_refresh(*, now: float, deadline: float, guard: float) -> bool:
-    """Whether less than ``guard`` (the refresh's whole time limit and the time to store its
-    answer) is left before ``deadline``."""
+    """Whether less than ``guard`` (the claim, the refresh's whole time limit twice, and the
+    time to store its answer) is left before ``deadline``."""
     return deadline - now < guard
 
 
 def refresh_failure(error: BaseException) -> RefreshFailure:
-    """What a failed refresh means: spent when the provider answered 2xx, unknown when it may
-    have acted on a request that got no answer, otherwise not acted on."""
+    """What a failed refresh means: spent when the provider answered 2xx (its answer
+    unreadable), unknown when no answer can arrive any more for a request it may have acted on
+    (the connection closed without one, a gateway's 502/504, the time limit passed), otherwise
+    not acted on."""
     if answered_2xx(error):
         return RefreshFailure.SPENT
     if getattr(error, "outcome_unknown", False):

@@ -52,17 +52,31 @@ class Reauthorization:
         marked: RefreshCredential,
         error: CredentialRejectedError,
         deadline: float,
+        *,
+        answer_lost: bool = False,
     ) -> ReauthorizationRequiredError:
         """Report the refusal of ``refused`` (now ``marked``): log it, mark the published
-        document, announce it; returns the error the run raises."""
+        document, announce it; returns the error the run raises. ``answer_lost``: the refusal
+        answered the token presented again after the first answer was lost."""
         logger.error(
             REQUIRED,
-            extra={"error": str(error), "credential": fingerprint(refused.refresh_token)},
+            extra={
+                "error": str(error),
+                "credential": fingerprint(refused.refresh_token),
+                "answer_lost": answer_lost,
+            },
         )
         self._mark_published(marked, error.code or str(error.status), deadline)
+        why = (
+            "; the answer to its refresh was lost after the provider may have rotated it, and "
+            "presenting it again was refused (the tenant allows no refresh-token reuse "
+            "interval, or it had passed)"
+            if answer_lost
+            else ""
+        )
         return ReauthorizationRequiredError(
-            f"the identity provider refused the refresh credential ({error.code or error.status});"
-            " a person must authorize again: run the bootstrap"
+            f"the identity provider refused the refresh credential ({error.code or error.status})"
+            f"{why}; a person must authorize again: run the bootstrap"
         )
 
     def found(self, credential: RefreshCredential, deadline: float) -> None:

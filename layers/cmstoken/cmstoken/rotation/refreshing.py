@@ -1,10 +1,13 @@
 """The refresh under a claimed lease: the grant, storing its answer, giving the lease back.
 
-A refresh is sent again only when it provably was not acted on (``may_send_again``). After one
-whose outcome is unknown the lease stays until it expires, so that no run presents the token
-while its answer could still come; after a 2xx answer without a usable refresh token the token
-sent is spent. The rotated refresh token exists nowhere else, so storing it is retried, whatever
-the failure, until just before the deadline (if it still fails: a CRITICAL log, the
+A slow answer is waited for up to the call's whole limit: the token is not presented again
+while an answer may still arrive. Once none can (the connection closed without one, a gateway's
+502/504, the limit passed, a 2xx answer that could not be read), the same token is presented
+again at once, once (``Refresher.send``): if the provider never acted it simply refreshes, if
+it acted and the tenant allows a reuse interval it recovers the family inside that interval,
+and if there is none the provider refuses it and the run reports the loss. Waiting would gain
+nothing. The rotated refresh token exists nowhere else, so storing it is retried, whatever the
+failure, until just before the deadline (if it still fails: a CRITICAL log, the
 ``CredentialLost`` metric, the lease released).
 """
 
@@ -16,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from cmstoken.aws.documents import RawAccessToken, RefreshCredential, RefreshSecret
 from cmstoken.aws.vault import INSUFFICIENT_TIME, CredentialVault, Snapshot
-from cmstoken.core.clock import Clock, to_iso
+from cmstoken.core.clock import Clock
 from cmstoken.core.errors import (
     CredentialLostError,
     CredentialRejectedError,
+    TransientError,
     aws_error_code,
     may_send_again,
 )
@@ -30,6 +34,7 @@ from cmstoken.rotation.decisions import RefreshFailure
 from cmstoken.rotation.publishing import Publisher
 
 if TYPE_CHECKING:
+    from cmstoken.upstream.identity import IdentityClient
     from cmstoken.upstream.models import TokenAnswer
 
 logger = logging.getLogger(__name__)
@@ -46,7 +51,8 @@ class RaceLostError(Exception):
 
 class Refresher:
     """Refreshes the credential for the invocation ``owner`` and stores the answer, through the
-    rotator's publisher (its upstream retries) and vault."""
+    rotator's publisher (its upstream retries) and vault. ``presented_again`` says whether this
+    run presented its token a second time after an answer that could no longer arrive."""
 
     def __init__(
         self, publisher: Publisher, vault: CredentialVault, clock: Clock, *, owner: str
@@ -55,37 +61,74 @@ class Refresher:
         self.vault = vault
         self.clock = clock
         self.owner = owner
+        self.presented_again = False
+
+    @property
+    def call_seconds(self) -> float:
+        """The whole time limit of one refresh call."""
+        return self.publisher.service.transport.timeouts.total
 
     def send(
         self, credential: RefreshCredential, claimed: Snapshot, answer_by: float, deadline: float
     ) -> TokenAnswer:
         """The identity provider's answer to the credential's refresh token, by ``answer_by``.
-        After a failure the lease is given back, unless the outcome is unknown: then it stays
-        until it expires. A refused credential (``CredentialRejectedError``) is the caller's."""
-        try:
-            from cmstoken.upstream.identity import IdentityClient  # only a refresh needs it
 
-            identity = IdentityClient(
-                credential.issuer_url, transport=self.publisher.service.transport, clock=self.clock
-            )
-            return self.publisher.upstream(
-                lambda timeout: identity.refresh(
-                    client_id=credential.client_id,
-                    refresh_token=credential.refresh_token,
-                    time_limit=timeout,
-                ),
-                answer_by,
-                "refresh",
-                retryable=may_send_again,
-            )
+        Each presentation starts only with its whole time limit left before ``answer_by``, and
+        requests the provider provably did not act on are retried with back-off while one more
+        whole call would still fit after them. After an answer that can no longer arrive, the
+        token is presented again at once, once (see the module docstring). After any failure
+        the lease is given back: this run is over with the token, and the next (Lambda's retry
+        of this failed run) must be free to present it at once. A refused credential
+        (``CredentialRejectedError``) is the caller's."""
+        from cmstoken.upstream.identity import IdentityClient  # only a refresh needs it
+
+        identity = IdentityClient(
+            credential.issuer_url, transport=self.publisher.service.transport, clock=self.clock
+        )
+        call = self.call_seconds
+        try:
+            try:
+                return self._present(identity, credential, answer_by, room_after=call)
+            except CredentialRejectedError:
+                raise
+            except Exception as exc:
+                failure = decisions.refresh_failure(exc)
+                if not failure.answer_lost or self.clock.now() + call > answer_by:
+                    raise
+                _log_lost(failure, exc, credential)
+                self.presented_again = True
+                return self._present(identity, credential, answer_by, room_after=0.0)
         except CredentialRejectedError:
             raise
         except Exception as exc:
-            failure = decisions.refresh_failure(exc)
-            _log_failure(failure, exc, credential, claimed)
-            if failure is not RefreshFailure.UNKNOWN:
-                self.release(claimed, deadline)
+            _log_failure(decisions.refresh_failure(exc), exc, credential, self.presented_again)
+            self.release(claimed, deadline)
             raise
+
+    def _present(
+        self,
+        identity: IdentityClient,
+        credential: RefreshCredential,
+        answer_by: float,
+        *,
+        room_after: float,
+    ) -> TokenAnswer:
+        """One presentation of the token: its whole time limit, retries (of requests not acted
+        on) only while a whole call and ``room_after`` still fit before ``answer_by``."""
+        return call_with_retries(
+            lambda: identity.refresh(
+                client_id=credential.client_id,
+                refresh_token=credential.refresh_token,
+                time_limit=answer_by - self.clock.now(),
+            ),
+            retry_on=(TransientError,),
+            policy=self.publisher.retry,
+            clock=self.clock,
+            deadline=answer_by - room_after,
+            description="refresh",
+            retryable=may_send_again,
+            attempt_seconds=self.call_seconds,
+        )
 
     def store(
         self,
@@ -156,28 +199,40 @@ class Refresher:
             logger.warning("could not release the rotation lease; it expires by itself")
 
 
+def _log_lost(failure: RefreshFailure, error: BaseException, credential: RefreshCredential) -> None:
+    """The WARNING of an answer that can no longer arrive, before the token goes again."""
+    logger.warning(
+        "no answer to the refresh can arrive any more (the identity provider may have rotated "
+        "the token); presenting the same refresh token again at once",
+        extra={
+            "previous": fingerprint(credential.refresh_token),
+            "error": type(error).__name__,
+            "answered_2xx": failure is RefreshFailure.SPENT,
+        },
+    )
+
+
 def _log_failure(
-    failure: RefreshFailure, error: BaseException, credential: RefreshCredential, claimed: Snapshot
+    failure: RefreshFailure,
+    error: BaseException,
+    credential: RefreshCredential,
+    presented_again: bool,
 ) -> None:
-    """The CRITICAL log of a spent refresh token, or the ERROR log of an unknown outcome."""
-    if failure is RefreshFailure.SPENT:
-        logger.critical(
-            "the identity provider answered the refresh (2xx) but no usable refresh "
-            "token could be read from its answer; the one sent is spent and is not "
-            "sent again",
-            extra={"previous": fingerprint(credential.refresh_token)},
-        )
-    elif failure is RefreshFailure.UNKNOWN:
-        lease = claimed.secret.lease
+    """The ERROR log of a refresh whose answer was lost (the run fails, so that Lambda's retry
+    presents the token again), or the WARNING of one the provider did not act on."""
+    details = {
+        "previous": fingerprint(credential.refresh_token),
+        "error": type(error).__name__,
+        "presented_again": presented_again,
+    }
+    if failure.answer_lost:
         logger.error(
-            "no answer to the refresh; the identity provider may have acted on it, so "
-            "the refresh token is not sent again before the lease expires",
-            extra={
-                "previous": fingerprint(credential.refresh_token),
-                "error": type(error).__name__,
-                "lease_expires_at": to_iso(lease.expires_at) if lease else None,
-            },
+            "no answer to the refresh arrived; the identity provider may have rotated the "
+            "token. The run fails so that Lambda's retry presents it again at once",
+            extra=details,
         )
+    else:
+        logger.warning("the refresh failed before the identity provider acted", extra=details)
 
 
 def _lost(

@@ -8,18 +8,22 @@ One run, in order (SPEC section 4):
    without calling the identity provider.
 3. If the newest refresh already produced a raw access token that was never published (a crash or
    a failed exchange after the refresh was stored), exchange that one: no refresh is spent.
-4. Otherwise claim the credential (a lease written as the version that replaces the one read, so
-   a second writer that read the same version is refused), check that enough of the invocation
-   is left, refresh, and store the rotated refresh token and the raw access token before anything
-   else, retrying every failure of that write until just before the deadline (if it still
-   fails: a CRITICAL log, the ``CredentialLost`` metric, the lease released). Any 2xx answer
-   holding a refresh token is stored, however sloppy the rest of it; only then is the rest
-   judged. The refresh gets its whole time limit (a slow answer is waited for) and the time
-   to store its answer (``write_reserve``, sized from the Secrets Manager client's limits).
-   A refresh is sent again only when it provably was not acted on (``may_send_again``); after
-   one whose outcome is unknown the lease stays until it expires, so that no run presents the
-   token while its answer could still come.
+4. Otherwise check that enough of the invocation is left, claim the credential (a lease written
+   as the version that replaces the one read, so a second writer that read the same version is
+   refused), refresh, and store the rotated refresh token and the raw access token before
+   anything else, retrying every failure of that write until just before the deadline (if it
+   still fails: a CRITICAL log, the ``CredentialLost`` metric, the lease released). Any 2xx
+   answer holding a refresh token is stored, however sloppy the rest of it; only then is the
+   rest judged. The refresh gets its whole time limit (a slow answer is waited for), room for
+   one more whole call, and the time to store its answer (``write_reserve``, sized from the
+   Secrets Manager client's limits): after an answer that can no longer arrive the same token
+   is presented again at once, once (``refreshing``). A run that fails gives its lease back.
 5. Exchange, verify with a project listing, and only then publish the new service token.
+
+A lease of another invocation over the stored token (``decisions.lease_verdict``) is taken over
+when that invocation cannot still be running (reserved concurrency 1), and otherwise fails the
+run so that Lambda retries it: no run returns success while the credential may hold a token
+that a run of ours spent.
 
 ``invalid_grant`` / ``invalid_client`` re-read the credential first: a changed refresh token
 means another writer won a race (the run starts over); an unchanged one is marked
@@ -45,6 +49,7 @@ from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     CredentialRejectedError,
     InsufficientTimeError,
+    LeaseHeldError,
     MalformedResponseError,
     NotBootstrappedError,
     ReauthorizationRequiredError,
@@ -56,7 +61,7 @@ from cmstoken.core.retry import RetryPolicy
 from cmstoken.core.settings import Settings
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation import decisions
-from cmstoken.rotation.decisions import RotationResult
+from cmstoken.rotation.decisions import LeaseVerdict, RotationResult
 from cmstoken.rotation.publishing import Publisher
 from cmstoken.rotation.reauthorization import Reauthorization
 from cmstoken.rotation.refreshing import LOST_RESERVE_SECONDS, RaceLostError, Refresher
@@ -70,6 +75,9 @@ logger = logging.getLogger(__name__)
 # Secrets Manager calls that storing a refresh's answer may take in the worst case: the write,
 # and after another writer came first, the re-read and the merged write.
 WRITE_CALLS = 3
+# Whole refresh calls a run keeps time for: the first, and the same token presented again
+# after an answer that can no longer arrive.
+PRESENTATIONS = 2
 # How often one run starts over after losing a race to another writer.
 MAX_RACES = 3
 
@@ -117,9 +125,14 @@ class Rotator:
 
     @property
     def refresh_guard(self) -> float:
-        """No refresh starts with less than this left: the refresh's whole time limit (a slow
-        answer is waited for, never cut short and sent again) and the write reserve."""
-        return self.service.transport.timeouts.total + self.write_reserve
+        """No refresh starts with less than this left: the claim (one Secrets Manager call),
+        the refresh's whole time limit twice (a slow answer is waited for, never cut short;
+        a lost one is presented again at once) and the write reserve."""
+        return (
+            self.vault.store.timeouts.attempt_limit
+            + PRESENTATIONS * self.service.transport.timeouts.total
+            + self.write_reserve
+        )
 
     @property
     def published(self) -> ServiceTokenDocument | None:
@@ -165,18 +178,22 @@ class Rotator:
             self.reauthorization.found(credential, deadline)
             return decisions.reauthorization_required(credential, self.published)
         now = self.clock.now()
+        lease = self._judge_lease(snapshot, credential, now)
         skip = decisions.skip_reason(
             credential,
-            snapshot.secret.lease,
+            lease,
             due_reason=due,
-            owner=self.owner,
             now=now,
             min_interval=self.settings.min_refresh_interval_seconds,
         )
         if skip is not None:
             return self._skip(skip, self.published)
         raw = snapshot.secret.raw_access_token
-        if raw is not None and decisions.exchange_stored(raw, credential, self.published, now=now):
+        if (
+            lease is not LeaseVerdict.TAKE_OVER
+            and raw is not None
+            and decisions.exchange_stored(raw, credential, self.published, now=now)
+        ):
             reason = decisions.EXCHANGED_STORED
             return self._rotated(reason, self.publisher.publish(credential, raw, deadline, reason))
         if decisions.too_late_to_refresh(now=now, deadline=deadline, guard=self.refresh_guard):
@@ -187,9 +204,41 @@ class Rotator:
             )
         return self._refresh(request, due, snapshot, credential, deadline)
 
-    def _claim(self, snapshot: Snapshot, deadline: float) -> Snapshot:
+    def _judge_lease(
+        self, snapshot: Snapshot, credential: RefreshCredential, now: float
+    ) -> LeaseVerdict:
+        """``decisions.lease_verdict`` for the lease read; ``LeaseHeldError`` when another
+        invocation that may still be running holds it over the stored token."""
+        lease = snapshot.secret.lease
+        verdict = decisions.lease_verdict(
+            lease,
+            credential,
+            owner=self.owner,
+            now=now,
+            one_at_a_time=self.settings.rotator_reserved_concurrency == 1,
+        )
+        if verdict is LeaseVerdict.AT_RISK:
+            assert lease is not None  # only a lease is at risk
+            raise LeaseHeldError(
+                "another rotator invocation holds the lease over the stored refresh token until "
+                f"{to_iso(lease.expires_at)} and may be refreshing it (the rotator's concurrency "
+                "is not reserved); failing so that Lambda retries this run after it"
+            )
+        if verdict is LeaseVerdict.TAKE_OVER:
+            logger.warning(
+                "taking over the lease of an invocation that ended before storing the answer "
+                "to its refresh; presenting its refresh token again",
+                extra={"credential": fingerprint(credential.refresh_token)},
+            )
+        return verdict
+
+    def _claim(
+        self, snapshot: Snapshot, deadline: float, credential: RefreshCredential
+    ) -> Snapshot:
         """Write the lease as the version replacing the one read; a lost race starts over."""
-        claimed = replace(snapshot.secret, lease=decisions.new_lease(self.owner, deadline))
+        claimed = replace(
+            snapshot.secret, lease=decisions.new_lease(self.owner, deadline, credential)
+        )
         try:
             return self.vault.write_refresh(claimed, snapshot.version_id, deadline)
         except VersionConflictError as exc:
@@ -206,7 +255,7 @@ class Rotator:
         """Claim, refresh (with its whole time limit, and ``write_reserve`` kept to store the
         answer), store any 2xx answer holding a refresh token before anything else, and only
         then judge the rest of it and publish."""
-        claimed = self._claim(snapshot, deadline)
+        claimed = self._claim(snapshot, deadline, credential)
         logger.info(
             "refreshing",
             extra={
@@ -262,7 +311,9 @@ class Rotator:
         if marked is None:
             raise RaceLostError from error
         self.credential = marked
-        return self.reauthorization.refused(credential, marked, error, deadline)
+        return self.reauthorization.refused(
+            credential, marked, error, deadline, answer_lost=self.refresher.presented_again
+        )
 
     def _skip(self, reason: str, published: ServiceTokenDocument | None) -> RotationResult:
         logger.info("rotation skipped", extra={"reason": reason})

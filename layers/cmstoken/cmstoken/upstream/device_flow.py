@@ -16,6 +16,7 @@ from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     AuthorizationPendingError,
     ExpiredTokenError,
+    InvalidGrantError,
     SlowDownError,
     TransientError,
     may_send_again,
@@ -90,9 +91,16 @@ class DevicePoller:
     ``run`` returns the tokens, returns ``None`` when ``stop_at`` comes first (the schedule is
     then the one to resume with), or raises: ``ExpiredTokenError`` when the code expired (start
     again), ``AccessDeniedError`` when the user refused, another ``TerminalError``, the last
-    ``TransientError`` after ``max_transient_failures`` failures in a row, or at once a
-    ``TransientError`` after which the poll may not be sent again (``may_send_again``: no answer
-    within the limit, a dropped connection, a 2xx answer that could not be read).
+    ``TransientError`` after ``max_transient_failures`` failures in a row, or a second
+    ``TransientError`` whose answer can no longer arrive (``may_send_again`` False: no answer
+    within the limit, a dropped connection, a gateway's 502 or 504, a 2xx answer that could
+    not be read).
+
+    After the first such lost answer the code is polled once more, at the next poll's time
+    (RFC 8628 section 3.5): a provider that never acted answers as usual, and one that handed
+    out the tokens answers that the code is spent (``InvalidGrantError``, saying so). When that
+    poll cannot be sent in this run (``stop_at``, the code's expiry), the lost answer's error
+    is raised.
     """
 
     def __init__(
@@ -116,18 +124,17 @@ class DevicePoller:
     def run(self, *, stop_at: float | None = None) -> TokenAnswer | None:
         """Poll until done or until ``stop_at`` (epoch seconds); see the class docstring."""
         failures = 0
+        lost: TransientError | None = None  # a lost answer not yet followed by an answer
+        polled_again = False  # after a lost answer: at most once per run
         schedule = self.schedule
         while True:
             now = self.clock.now()
             poll_at = max(now, schedule.next_poll_at)
+            if lost is not None and not _in_time(poll_at, schedule, stop_at):
+                raise lost  # the poll again after a lost answer cannot be sent in this run
             if poll_at >= schedule.expires_at:
                 # No poll is left before the code expires: waiting for it would change nothing.
-                raise ExpiredTokenError(
-                    "device_token: the code expired before it was approved (it ends at "
-                    f"{to_iso(schedule.expires_at)}, before the next poll); start the flow again",
-                    endpoint="device_token",
-                    code="expired_token",
-                )
+                raise _expired(schedule)
             if stop_at is not None and poll_at + MIN_POLL_BUDGET > stop_at:
                 return None
             self.clock.sleep(poll_at - now)
@@ -139,12 +146,18 @@ class DevicePoller:
                     device_code=self._device_code,
                     time_limit=time_limit,
                 )
+            except InvalidGrantError as exc:
+                if lost is None:
+                    raise
+                raise _spent_with_lost_answer(exc, lost) from exc
             except AuthorizationPendingError:
                 failures = 0
+                lost = None
                 schedule.next_poll_at = self.clock.now() + schedule.interval
                 logger.debug("authorization pending", extra={"interval": schedule.interval})
             except SlowDownError:
                 failures = 0
+                lost = None
                 schedule.interval += SLOW_DOWN_STEP
                 schedule.next_poll_at = self.clock.now() + schedule.interval
                 logger.info("polling slowed down", extra={"interval": schedule.interval})
@@ -152,12 +165,50 @@ class DevicePoller:
                 failures += 1
                 wait = max(float(schedule.interval), exc.retry_after or 0.0)
                 schedule.next_poll_at = self.clock.now() + wait
-                if failures >= self.max_transient_failures or not may_send_again(exc):
-                    # A poll the provider may have answered with the tokens is not sent again
-                    # by this run (an approved device code yields its tokens once, then
-                    # invalid_grant); the schedule keeps the next run to the interval.
+                if failures >= self.max_transient_failures:
                     raise
+                if not may_send_again(exc):
+                    if polled_again:
+                        raise  # polled once more after a lost answer: that one was lost too
+                    polled_again = True
+                    lost = exc
+                    logger.warning(
+                        "a poll's answer was lost: polling once more",
+                        extra={"error": str(exc), "wait_seconds": wait},
+                    )
+                    continue
                 logger.warning(
                     "poll failed, retrying",
                     extra={"error": str(exc), "failures": failures, "wait_seconds": wait},
                 )
+
+
+def _expired(schedule: PollSchedule) -> ExpiredTokenError:
+    """The code's end before its next poll."""
+    return ExpiredTokenError(
+        "device_token: the code expired before it was approved (it ends at "
+        f"{to_iso(schedule.expires_at)}, before the next poll); start the flow again",
+        endpoint="device_token",
+        code="expired_token",
+    )
+
+
+def _in_time(poll_at: float, schedule: PollSchedule, stop_at: float | None) -> bool:
+    """Whether a poll due at ``poll_at`` can still be sent: before the code expires, and with
+    its answer due before ``stop_at``."""
+    if poll_at >= schedule.expires_at:
+        return False
+    return stop_at is None or poll_at + MIN_POLL_BUDGET <= stop_at
+
+
+def _spent_with_lost_answer(error: InvalidGrantError, lost: TransientError) -> InvalidGrantError:
+    """``invalid_grant`` for the poll sent again after the answer ``lost``: the approval went
+    with that answer."""
+    return InvalidGrantError(
+        f"{lost.message}; the poll sent again was refused (HTTP {error.status} invalid_grant): "
+        "the identity provider most likely handed out the tokens in the answer lost, and the "
+        "approval went with it: authorize again",
+        endpoint=error.endpoint,
+        status=error.status,
+        code=error.code,
+    )

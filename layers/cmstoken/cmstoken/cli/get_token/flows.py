@@ -3,15 +3,18 @@ confirmation and the countdown), the refresh, and the exchange for the service t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TextIO
 
 from cmstoken.cli import countdown
 from cmstoken.cli.console import is_terminal, say, shown
+from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION
 from cmstoken.cli.get_token.output import Result
 from cmstoken.cli.get_token.retries import Retries, refused_for_now
 from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import (
     CmsTokenError,
+    InvalidGrantError,
     MalformedResponseError,
     TransientError,
     may_send_again,
@@ -21,6 +24,17 @@ from cmstoken.upstream.identity import IdentityClient
 from cmstoken.upstream.models import DeviceAuthorization, RawTokens, TokenAnswer
 from cmstoken.upstream.service import ServiceClient
 
+# After a refresh whose answer can no longer arrive (SPEC 4.2b): the same token again, once.
+ANSWER_LOST = (
+    "the answer was lost, and the identity provider may have rotated the refresh token: "
+    "presenting the same token again, once (this recovers it if the provider never acted, "
+    "or allows a reuse interval)"
+)
+REFRESH_LOST = (
+    "refresh: the answer to the first refresh was lost after the identity provider may have "
+    "rotated the token, and presenting it again was refused (invalid_grant): the refresh "
+    f"token is void; log in again ({PROG} without -r or {REFRESH_FILE_OPTION})"
+)
 PROMPT = "Press y once you have approved the login in your browser (y/N): "
 YES = frozenset({"y", "yes"})
 
@@ -99,28 +113,45 @@ def run_refresh(
     retries: Retries | None = None,
 ) -> Result:
     """Provider information, then a refresh with the provider's (free-trial) client id. Either
-    is sent again only when it provably was not acted on (``may_send_again``)."""
+    is sent again when it provably was not acted on (``may_send_again``); a refresh whose
+    answer was lost (it can no longer arrive) is sent again at once, once (``_refresh_again``)."""
     retries = retries or Retries(service.clock, stderr)
     provider = retries.call(
         service.provider_info, description="provider", retryable=refused_for_now
     )
     identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
-    say(stderr, "Refreshing...")
-    try:
-        answer = retries.call(
-            lambda: identity.refresh(
-                client_id=provider.client_id_for(free_trial), refresh_token=refresh_token
-            ),
+    client_id = provider.client_id_for(free_trial)
+
+    def refresh() -> TokenAnswer:
+        return retries.call(
+            lambda: identity.refresh(client_id=client_id, refresh_token=refresh_token),
             description="refresh",
             retryable=refused_for_now,
         )
+
+    say(stderr, "Refreshing...")
+    try:
+        answer = refresh()
     except TransientError as exc:
-        if not may_send_again(exc):
-            say(
-                stderr, "The identity provider may have acted: the refresh token given may be void."
-            )
-        raise
+        if may_send_again(exc):
+            raise
+        say(stderr, f"{PROG}: {shown(exc)}; {ANSWER_LOST}")
+        answer = _refresh_again(refresh, stderr)
     return _result(answer, provider.scope, stderr)
+
+
+def _refresh_again(refresh: Callable[[], TokenAnswer], stderr: TextIO) -> TokenAnswer:
+    """The refresh sent again after its answer was lost. ``invalid_grant`` then means the
+    provider rotated the token with the lost answer and allows no reuse: the token is void."""
+    try:
+        return refresh()
+    except InvalidGrantError as exc:
+        raise InvalidGrantError(
+            REFRESH_LOST, endpoint=exc.endpoint, status=exc.status, code=exc.code
+        ) from exc
+    except TransientError:
+        say(stderr, "The identity provider may have acted: the refresh token given may be void.")
+        raise
 
 
 def _result(answer: TokenAnswer, default_scope: str, stderr: TextIO) -> Result:

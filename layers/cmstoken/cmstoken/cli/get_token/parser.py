@@ -74,9 +74,13 @@ waits and retries:
   Calls refused for a while (HTTP 429, honouring Retry-After or X-RateLimit-Reset, and 503
   or 500) are sent again, waiting at most {RETRY_BUDGET_SECONDS:.0f} s in all; a longer wait hint
   is not waited for, and a connection that cannot be made fails at once, naming why. A
-  refresh is never sent again once the provider may have acted on it (no answer in time, a
-  dropped connection, a gateway's 502 or 504, any 2xx answer). While the approval is
-  awaited, a countdown shows on standard error when it is a terminal.
+  slow answer is waited for (up to the call's time limit). Once a refresh's answer can no
+  longer arrive (a dropped connection, a gateway's 502 or 504, no answer in time, a 2xx
+  answer that cannot be read), the provider may have rotated the token: the same token is
+  presented again at once, once. That recovers it if the provider never acted, or allows a
+  reuse interval; if it answers invalid_grant, the token is void: log in again. The same
+  goes for a poll of the login. While the approval is awaited, a countdown shows on
+  standard error when it is a terminal.
 
 exit codes:
   0    success

@@ -16,7 +16,8 @@ from cmstoken.core.retry import RetryPolicy, call_with_retries
 # most RETRY_BUDGET_SECONDS of waiting over the whole run; a wait hint longer than
 # max_retry_after, or than what is left of the budget, is not waited for. Only a request that
 # provably was not acted on is sent again (errors.may_send_again), except the exchange, which
-# spends nothing the next attempt needs.
+# spends nothing the next attempt needs. (A refresh whose answer was lost is sent again once,
+# at once, by flows.run_refresh, not by these retries.)
 RETRIES = RetryPolicy(attempts=5, base_delay=1.0, max_delay=8.0, max_retry_after=30.0)
 RETRY_BUDGET_SECONDS = 45.0
 
@@ -80,6 +81,7 @@ def refused_for_now(error: BaseException) -> bool:
     """Whether a request to the service or the provider is sent again after ``error``: only
     when the upstream answered that it did not act and may later (429, or a 5xx other than a
     gateway's: ``may_send_again``). A connection that could not be made (a wrong address, more
-    likely than not) fails at once, and an answer that may have been acted on (a timeout, a
-    dropped connection, a 502 or 504, a garbled or any 2xx answer) is never sent again."""
+    likely than not) fails at once, and a request that may have been acted on (a timeout, a
+    dropped connection, a 502 or 504, a garbled or any 2xx answer) is not retried here (a
+    refresh's lost answer is handled by ``flows.run_refresh``: the same token again, once)."""
     return isinstance(error, RateLimitedError | ServerError) and may_send_again(error)

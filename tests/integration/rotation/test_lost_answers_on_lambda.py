@@ -1,0 +1,305 @@
+"""What a lost refresh answer or a crash costs, on Lambda's real retry semantics (issue 28).
+
+The identity provider rotates the refresh token and the answer never reaches the rotator: the
+connection closes without one, a gateway answers 502 or 504 after the provider acted, the call's
+total time limit passes, or the function dies right after the answer arrived. Each row of the
+table in ``docs/how-rotation-works.md`` ("What a lost answer costs") is one test here: the fault,
+the tenant's refresh-token reuse interval (0, 30 s, 300 s) and what the user keeps.
+
+Lambda, as AWS documents it (invocation-async-error-handling): "If the function returns an
+error, by default Lambda attempts to run it two more times, with a one-minute wait between the
+first two attempts, and two minutes between the second and third attempts. Function errors
+include errors returned by the function's code and errors returned by the function's runtime,
+such as timeouts." A run that returns is not retried, whatever its result. ``on_lambda`` plays
+exactly that; then the schedule's next run comes an hour later.
+
+The provider (SHARED SPEC section 2): reusing an already-used refresh token revokes the whole
+family, except that an optional reuse interval lets the immediately previous token be reused
+for N seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from cmstoken import runtime
+from cmstoken.core.errors import UpstreamConnectionError
+from cmstoken.upstream.http import HttpTransport, Timeouts
+from cmstoken.upstream.identity import IdentityClient
+from harness import Stack
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+# Lambda's waits before its two retries of a failed asynchronous invocation.
+RETRY_WAITS = (60.0, 120.0)
+# The refresh call's whole time limit in production, which the "limit" fault stands for, and
+# the second request's own way to the provider: it arrives that much after the limit passed.
+PRODUCTION_LIMIT = Timeouts().total
+SECOND_REQUEST_LATENCY = 0.5
+REUSE_INTERVALS = (0, 30, 300)
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here (not an ``Exception``: nothing in the product may catch it)."""
+
+
+def on_lambda(stack: Stack, event: dict[str, Any]) -> list[str]:
+    """One asynchronous invocation of the rotator as Lambda runs it: the event, and while the
+    run fails (raises or dies), the retries one and then two minutes later. Each attempt's
+    outcome: the result's ``outcome``, or the type of what it raised."""
+    outcomes: list[str] = []
+    for wait in (0.0, *RETRY_WAITS):
+        stack.emulator.advance(wait)
+        try:
+            result = stack.invoke("rotator", event)
+        except (Exception, SimulatedCrash) as exc:
+            outcomes.append(type(exc).__name__)
+            continue
+        outcomes.append(str(result["outcome"]))
+        break
+    return outcomes
+
+
+def lose_the_answer(stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """The next refresh is acted on by the provider and its answer never reaches the rotator."""
+    if fault == "closed":
+        stack.emulator.inject("refresh", "drop")
+    elif fault in ("502", "504"):
+        stack.emulator.inject("refresh", "status", status=int(fault), acted=True)
+    elif fault == "limit":
+        answer_after_the_limit(stack, monkeypatch)
+    else:
+        crash_after_the_refresh_answer(monkeypatch)
+
+
+def answer_after_the_limit(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider acts at once and answers after the call's total limit: the limit is 0.5 s
+    here, and when it passes the emulator's clock moves on as if the production limit (30 s) had
+    passed, and the second request's way to the provider after it."""
+    runtime.service().transport.timeouts = Timeouts(connect=1, total=0.5)
+    stack.emulator.inject("refresh", "delay", seconds=1.5, acted=True)
+    send = HttpTransport.request
+
+    def waited(self: HttpTransport, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return send(self, *args, **kwargs)
+        except Exception:
+            if kwargs.get("endpoint") == "refresh":
+                waited = time.monotonic() - started
+                stack.emulator.advance(PRODUCTION_LIMIT - waited + SECOND_REQUEST_LATENCY)
+            raise
+
+    monkeypatch.setattr(HttpTransport, "request", waited)
+
+
+def crash_after_the_refresh_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function dies right after the first refresh answer arrived, before storing it."""
+    refresh = IdentityClient.refresh
+    crashed: list[bool] = []
+
+    def refresh_then_die(self: IdentityClient, *args: Any, **kwargs: Any) -> Any:
+        answer = refresh(self, *args, **kwargs)
+        if not crashed:
+            crashed.append(True)
+            raise SimulatedCrash("after the refresh answer")
+        return answer
+
+    monkeypatch.setattr(IdentityClient, "refresh", refresh_then_die)
+
+
+def keeps_the_family(stack: Stack) -> None:
+    """The newest token is stored, usable, its family intact, a verified token published."""
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert not stack.emulator.family_revoked(newest)
+    assert stack.published_token_works()
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "active"
+
+
+def reports_the_loss(stack: Stack, spent: str) -> None:
+    """The family is gone and the stack says so: the credential is marked, the published copy
+    too, the old (still valid) service token stays for consumers, and the next scheduled run
+    reports it without calling the identity provider."""
+    assert stack.emulator.family_revoked(spent)
+    credential = stack.refresh_document().credential
+    assert credential is not None
+    assert credential.status == "reauthorization_required"
+    assert stack.service_document().credential_status == "reauthorization_required"
+    assert stack.published_token_works()
+    calls = stack.emulator.counts["refresh"]
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "reauthorization_required"
+    assert stack.emulator.counts["refresh"] == calls
+
+
+def run_case(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str, reuse: int
+) -> tuple[list[str], str]:
+    """The seeded stack, due; the fault on its refresh; the invocation on Lambda. Returns the
+    attempts' outcomes and the refresh token that was stored before."""
+    stack.emulator.config.refresh_reuse_interval = reuse
+    stack.seed()
+    spent = stack.newest_refresh_token()
+    stack.emulator.advance(19 * HOUR)
+    with monkeypatch.context() as patch:  # the fault's patches end with the invocation
+        lose_the_answer(stack, patch, fault)
+        outcomes = on_lambda(stack, {})
+    runtime.service().transport.timeouts = Timeouts()
+    return outcomes, spent
+
+
+REPORTED_IN_THE_RUN = ["ReauthorizationRequiredError", "reauthorization_required"]
+
+
+def recovered_in_the_run(stack: Stack, outcomes: list[str]) -> None:
+    """The run that lost the answer presented the token again at once and the provider, inside
+    its reuse interval, answered it: one run, two presentations, the family kept."""
+    assert outcomes == ["rotated"]
+    assert stack.emulator.counts["refresh"] == 2
+    keeps_the_family(stack)
+    stack.emulator.advance(HOUR)
+    assert stack.invoke("rotator", {})["outcome"] == "skipped"
+
+
+def reported_in_the_run(stack: Stack, outcomes: list[str], spent: str) -> None:
+    """The run presented the token again at once; the provider refused it (no reuse interval,
+    or it had passed) and revoked the family; the run raised the report, Lambda's retry found
+    the credential marked and returned quietly (no retry storm, no third presentation)."""
+    assert outcomes == REPORTED_IN_THE_RUN
+    assert stack.emulator.counts["refresh"] == 2
+    reports_the_loss(stack, spent)
+
+
+# --- one test per cell of the table -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["closed", "502", "504"])
+@pytest.mark.parametrize("reuse", [30, 300])
+def test_a_lost_answer_is_recovered_in_the_run_inside_a_reuse_interval(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str, reuse: int
+) -> None:
+    outcomes, _ = run_case(stack, monkeypatch, fault, reuse)
+    recovered_in_the_run(stack, outcomes)
+
+
+@pytest.mark.parametrize("fault", ["closed", "502", "504", "limit"])
+def test_a_lost_answer_without_a_reuse_interval_is_reported_in_the_run(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    outcomes, spent = run_case(stack, monkeypatch, fault, 0)
+    reported_in_the_run(stack, outcomes, spent)
+
+
+def test_an_answer_after_the_limit_is_recovered_in_the_run_inside_five_minutes(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes, _ = run_case(stack, monkeypatch, "limit", 300)
+    recovered_in_the_run(stack, outcomes)
+
+
+def test_an_answer_after_the_limit_outlives_a_30_s_reuse_interval_and_is_reported(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second presentation reaches the provider 30.5 s after it acted on the first: just
+    outside a 30 s interval. Only the report is left."""
+    outcomes, spent = run_case(stack, monkeypatch, "limit", 30)
+    reported_in_the_run(stack, outcomes, spent)
+
+
+def test_a_crash_after_the_answer_is_recovered_by_lambdas_retry_inside_five_minutes(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry a minute later finds the dead run's lease over the stored token, takes it over
+    (reserved concurrency 1: the holder cannot be running) and presents the token again, inside
+    the provider's 5 minutes."""
+    outcomes, _ = run_case(stack, monkeypatch, "crash", 300)
+    assert outcomes == ["SimulatedCrash", "rotated"]
+    assert stack.emulator.counts["refresh"] == 2
+    keeps_the_family(stack)
+
+
+@pytest.mark.parametrize("reuse", [0, 30])
+def test_a_crash_after_the_answer_is_reported_by_lambdas_retry_outside_a_reuse_interval(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, reuse: int
+) -> None:
+    """A minute is past a 30 s interval (and there may be none): the retry presents the token,
+    is refused, and reports; the second retry finds it marked and returns quietly."""
+    outcomes, spent = run_case(stack, monkeypatch, "crash", reuse)
+    assert outcomes == ["SimulatedCrash", *REPORTED_IN_THE_RUN]
+    assert stack.emulator.counts["refresh"] == 2
+    reports_the_loss(stack, spent)
+
+
+# --- without reserved concurrency ---------------------------------------------------------------
+
+
+def test_without_reserved_concurrency_a_crash_is_recovered_on_the_second_retry(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the rotator's concurrency not reserved the lease's holder might still be running:
+    the first retry (a minute on, the lease still live) fails instead of presenting the token
+    beside it, and the second (three minutes on, the lease lapsed) presents it, inside 5
+    minutes. Skipping would have returned success and left the spent token to the schedule."""
+    monkeypatch.setenv("ROTATOR_RESERVED_CONCURRENCY", "0")
+    runtime.settings.cache_clear()
+    outcomes, _ = run_case(stack, monkeypatch, "crash", 300)
+    assert outcomes == ["SimulatedCrash", "LeaseHeldError", "rotated"]
+    assert stack.emulator.counts["refresh"] == 2
+    keeps_the_family(stack)
+
+
+def test_a_second_lost_answer_in_a_row_is_left_to_lambdas_retry(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most one presentation again per run: after two lost answers the run fails with its
+    lease given back, and Lambda's retry a minute later presents the token a third time,
+    inside 5 minutes."""
+    stack.emulator.config.refresh_reuse_interval = 300
+    stack.seed()
+    stack.emulator.advance(19 * HOUR)
+    stack.emulator.inject("refresh", "drop", times=2)
+    outcomes = on_lambda(stack, {})
+    assert outcomes == ["UpstreamConnectionError", "rotated"]
+    assert stack.emulator.counts["refresh"] == 3
+    keeps_the_family(stack)
+
+
+def test_no_presentation_again_without_time_for_a_whole_call(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first refresh's connection closes with too little left for another whole call and
+    the write: the run fails (its lease given back) rather than cut the second call short, and
+    Lambda's retry a minute later presents the token, inside 5 minutes."""
+    stack.emulator.config.refresh_reuse_interval = 300
+    stack.seed()
+    stack.emulator.advance(19 * HOUR)
+    stack.emulator.inject("refresh", "drop")
+    rotator = runtime.rotator("test")
+    remaining = rotator.refresh_guard + 1
+    send = HttpTransport.request
+
+    def late(self: HttpTransport, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return send(self, *args, **kwargs)
+        finally:
+            if kwargs.get("endpoint") == "refresh" and stack.emulator.counts["refresh"] == 1:
+                # the connection closed when only the write reserve and a second were left
+                stack.emulator.advance(remaining - rotator.write_reserve - 1)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HttpTransport, "request", late)
+        with pytest.raises(UpstreamConnectionError):
+            stack.invoke("rotator", {}, remaining_ms=int(remaining * 1000))
+    assert stack.emulator.counts["refresh"] == 1
+    assert stack.refresh_document().lease is None
+    stack.emulator.advance(RETRY_WAITS[0])
+    result = stack.invoke("rotator", {})
+    assert result["outcome"] == "rotated", result
+    keeps_the_family(stack)
