@@ -70,9 +70,20 @@ DEADLINE_SECONDS = 120.0
 SLOW_SECONDS = {"slow": 25.0, "stalled": DEADLINE_SECONDS + LEASE_GRACE_SECONDS}
 
 
+# Lambda's waits before its two retries of a failed asynchronous invocation ("a one-minute wait
+# between the first two attempts, and two minutes between the second and third attempts":
+# invocation-async-error-handling); a run that returns is not retried.
+RETRY_WAITS = (60.0, 120.0)
+# Lost answers (one budget, ``Bounds.lost``): "lost", the connection closed without an answer;
+# "gateway", a gateway's 504 after the provider acted.
+LOST_FAULTS = ("lost", "gateway")
+
+
 def budget(fault: str) -> str:
     """The bound a fault is drawn from."""
-    return "slow" if fault in SLOW_SECONDS else fault
+    if fault in SLOW_SECONDS:
+        return "slow"
+    return "lost" if fault in LOST_FAULTS else fault
 
 
 SECRET_NAMES = {REFRESH_SECRET: "credential", SERVICE_SECRET: "service-token"}
@@ -99,10 +110,12 @@ class Bounds:
     busy: int = 0  # calls refused as busy (Secrets Manager throttling, upstream 503)
     slow: int = 0  # upstream answers that take SLOW_SECONDS (time passes during the call)
     slow_endpoints: tuple[str, ...] = ("refresh", "exchange", "projects")
+    lost_kinds: tuple[str, ...] = ("lost",)  # of LOST_FAULTS
 
     def label(self) -> str:
         """A short name of the bounds, for test ids."""
-        return f"c{self.crashes}l{self.lost}s{self.stale}b{self.busy}w{self.slow}"
+        gateway = "g" if "gateway" in self.lost_kinds else ""
+        return f"c{self.crashes}l{self.lost}{gateway}s{self.stale}b{self.busy}w{self.slow}"
 
     limit: int = 200_000
 
@@ -114,6 +127,7 @@ class Scenario:
     advance: float  # from the seeded state to the start
     max_refreshes: int
     reuse_interval: float = 0.0
+    reserved_concurrency: int = 0  # 1: one invocation at a time (a single actor and its retries)
 
 
 SCHEDULED = RotationRequest(forced=False, source="schedule")
@@ -133,6 +147,23 @@ SCHEDULED_AND_DUPLICATE_FORCED = Scenario(
     19 * HOUR,
     1,
 )
+
+
+def on_lambda(reuse_interval: float, request: RotationRequest = SCHEDULED) -> Scenario:
+    """One invocation with reserved concurrency 1 and Lambda's retries of it, at a tenant's
+    refresh-token reuse interval (issue 28)."""
+    due = 1 * HOUR if request.forced else 19 * HOUR
+    return Scenario(
+        f"one {request.source} invocation on Lambda, reuse interval {reuse_interval:.0f} s",
+        (("run", request),),
+        due,
+        1,
+        reuse_interval=reuse_interval,
+        reserved_concurrency=1,
+    )
+
+
+ON_LAMBDA = tuple(on_lambda(reuse) for reuse in (0.0, 30.0, 300.0))
 
 
 # --- transitions and their independence ------------------------------------------------------
@@ -277,6 +308,9 @@ class Harness(Scheduler):
         self.states: set[int] | None = None
         self._stale = 0
         self._recovery_steps = 0
+        self.invocations: dict[str, Invocation] = {}
+        self.last_deadline = 0.0
+        self.rotator_body: Callable[[str, RotationRequest, float], Callable[[], Any]] | None = None
         self.world: World
         self.checker: InvariantChecker
         self.start_at = 0.0
@@ -294,6 +328,7 @@ class Harness(Scheduler):
 
     def attach(self, world: World, checker: InvariantChecker) -> None:
         self.world, self.checker = world, checker
+        checker.faults = self.used
         self.start_at = world.clock.now()
 
     def stale_pick(self, count: int) -> int:
@@ -312,7 +347,7 @@ class Harness(Scheduler):
             except Abandoned:
                 raise
             except BaseException as exc:
-                self._end(name, type(exc).__name__, str(exc))
+                self._end(name, type(exc).__name__, str(exc), failed=True)
                 raise
             self._end(name, (outcome or _rotation_outcome)(result), "")
             return result
@@ -321,7 +356,39 @@ class Harness(Scheduler):
         self.actors.append(actor)
         return actor
 
-    def _end(self, name: str, outcome: str, message: str) -> None:
+    def invoke(self, name: str, request: RotationRequest, *, attempt: int = 1) -> Actor:
+        """A rotator invocation ``name`` of ``request`` (its ``attempt``-th by Lambda), with the
+        invocation's whole time left."""
+        assert self.rotator_body is not None
+        deadline = self.world.clock.now() + DEADLINE_SECONDS
+        self.last_deadline = deadline
+        self.invocations[name] = Invocation(name, request, attempt)
+        return self.spawn(name, self.rotator_body(name, request, deadline))
+
+    def _lambda_retry(self) -> Actor | None:
+        """Lambda's retry of the invocation that failed first and has not been retried (one
+        minute after the first attempt failed, two after the second), as a new actor; the
+        clock moves to it. ``None`` when no failed invocation is left to retry."""
+        failed = [
+            i
+            for i in self.invocations.values()
+            if i.failed and not i.retried and i.attempt <= len(RETRY_WAITS)
+        ]
+        if not failed:
+            return None
+        first = min(failed, key=lambda i: i.ended_at)
+        first.retried = True
+        clock = self.world.clock
+        clock.advance(max(0.0, first.ended_at + RETRY_WAITS[first.attempt - 1] - clock.now()))
+        base = first.name.partition("#")[0]
+        name = f"{base}#{first.attempt + 1}"
+        self._step(name, "invoke", f"t+{clock.now() - self.start_at:.1f}s Lambda retries {base}")
+        return self.invoke(name, first.request, attempt=first.attempt + 1)
+
+    def _end(self, name: str, outcome: str, message: str, *, failed: bool = False) -> None:
+        invocation = self.invocations.get(name)
+        if invocation is not None:
+            invocation.failed, invocation.ended_at = failed, self.world.clock.now()
         if outcome == "SimulatedCrash":
             return
         text = f"{name} ends: {outcome}" + (f" ({message})" if message else "")
@@ -356,6 +423,7 @@ class Harness(Scheduler):
         if actor.fault == "crash":
             actor.crashed = True
             self._step(actor.name, "crash", f"{actor.name} CRASHES before {action}")
+            self._end(actor.name, "SimulatedCrash", "", failed=True)
             raise SimulatedCrash
         return self._perform(actor.name, action, act, actor.fault, seconds)
 
@@ -368,7 +436,7 @@ class Harness(Scheduler):
             options.append(replace(pending, fault="crash"))
         endpoint = pending.action.removeprefix("upstream.")
         if endpoint in bounds.lost_endpoints and used["lost"] < bounds.lost:
-            options.append(replace(pending, fault="lost"))
+            options += [replace(pending, fault=fault) for fault in bounds.lost_kinds]
         if used["busy"] < bounds.busy and pending.action != "clock.sleep":
             options.append(replace(pending, fault="busy"))
         if endpoint in bounds.slow_endpoints and used["slow"] < bounds.slow:
@@ -390,7 +458,11 @@ class Harness(Scheduler):
             if not self.abandoned:
                 self._record_state()
             if not parked:
-                return
+                retry = None if self.abandoned or self.violation else self._lambda_retry()
+                if retry is None:
+                    return
+                self._start(retry)
+                continue
             options = [t for a in parked for t in self._variants(a)]
             chosen = None if self.violation else self.decide(options)
             if chosen is None:
@@ -424,6 +496,8 @@ class Harness(Scheduler):
         world = self.world
         if fault == "lost":
             world.upstream.lose(action.removeprefix("upstream."))
+        if fault == "gateway":
+            world.upstream.lose(action.removeprefix("upstream."), "gateway")
         if fault == "busy" and action.startswith("upstream."):
             world.upstream.busy(action.removeprefix("upstream."))
         if fault in SLOW_SECONDS:
@@ -487,7 +561,8 @@ class Harness(Scheduler):
         world = self.world
         tag = {
             "stale": " [STALE READ]",
-            "lost": " [ANSWER LOST]",
+            "lost": " [ANSWER LOST: connection closed]",
+            "gateway": " [ANSWER LOST: gateway's 504]",
             "busy": " [BUSY]",
             "slow": f" [SLOW: {SLOW_SECONDS['slow']:.0f} s]",
             "stalled": f" [STALLED: answer after {SLOW_SECONDS['stalled']:.0f} s]",
@@ -546,6 +621,8 @@ class Harness(Scheduler):
                 children = [v for v, t in world.identity.tokens.items() if t.parent == credential]
                 issued = children[-1] if children and (status in (200, None)) else None
                 facts.update(presented=credential, status=status, issued=issued)
+                if status is None and exchange is not None:
+                    facts["loss"] = _loss(fault, exchange.cut_short)
                 if status == 200:
                     answer_text = f"200, issued {label(issued)}"
                 elif status is None:
@@ -633,6 +710,25 @@ class Harness(Scheduler):
             self.violation = self.checker.final(len(self.steps))
 
 
+@dataclass
+class Invocation:
+    """A rotator invocation Lambda ran (its ``attempt``-th), and how it ended."""
+
+    name: str
+    request: RotationRequest
+    attempt: int
+    failed: bool = False
+    ended_at: float = 0.0
+    retried: bool = False
+
+
+def _loss(fault: str, cut_short: bool) -> str:
+    """How a refresh's answer was lost, for the invariants."""
+    if cut_short:
+        return "cut short"
+    return {"gateway": "gateway", "stalled": "limit"}.get(fault, "closed")
+
+
 def _rotation_outcome(result: Any) -> str:
     return str(result.outcome) + (" (refreshed)" if result.refreshed else "")
 
@@ -718,7 +814,10 @@ def run_schedule(
 ) -> Harness:
     harness = Harness(decide, bounds)
     harness.states = states
-    world = harness.new_world(reuse_interval=scenario.reuse_interval)
+    world = harness.new_world(
+        reuse_interval=scenario.reuse_interval,
+        reserved_concurrency=scenario.reserved_concurrency,
+    )
     world.seed()
     if store is not None:
         world.store = store(cast(Any, world.secretsmanager))
@@ -727,9 +826,13 @@ def run_schedule(
     harness.attach(world, checker)
     checker.start()
     deadline = world.clock.now() + DEADLINE_SECONDS
+    harness.rotator_body = lambda owner, request, until: partial(
+        world.rotator(owner).run, request, deadline=until
+    )
     for owner, request in scenario.actors:
-        harness.spawn(owner, partial(world.rotator(owner).run, request, deadline=deadline))
+        harness.invoke(owner, request)
     harness.run()
+    deadline = max(deadline, harness.last_deadline)  # past the leases of Lambda's retries too
     if not harness.abandoned and harness.violation is None:
         harness.recover(deadline)
     return harness

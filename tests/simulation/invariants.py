@@ -1,19 +1,25 @@
-"""The rotation invariants of issue 10, checked after every step of a simulated run.
+"""The rotation invariants of issues 10 and 28, checked after every step of a simulated run.
 
 A ``Step`` is one thing an actor did (a model call with its answer, a crash, a sleep, its end);
 ``InvariantChecker.after(step)`` updates what it knows and returns the first invariant the
 world now breaks, if any:
 
 - I1: a refresh token the identity provider has rotated (answered 200, or acted and lost the
-  answer, or answered after the caller's time limit) is never presented again outside the reuse
-  interval, except by a later run after a documented loss (an answer lost or too slow, a crash
-  inside the window), once the run that lost it has ended, where the identity provider refuses
-  it: the run that sent it never sends it again;
+  answer, or answered after the caller's time limit) is presented again only inside the reuse
+  interval, or when its successor was lost (the answer lost once no answer could arrive any
+  more, the receiving run crashed or could not store it): then the presenter could not know
+  better, and presenting it is the only recovery. Never while its answer could still arrive
+  (a caller that gave up before the call's whole limit), never when its successor was stored;
 - I2: the newest refresh token issued is in the credential secret, except while the actor that
   received it is inside the documented window (it has made no call since the refresh other than
-  reading and writing the credential and sleeping between those retries), or after a documented
-  loss (answer lost, crash inside the window, ``CredentialLostError``); ``final`` then requires
-  that a run said so (reported reauthorization required, and the credential is marked);
+  reading and writing the credential and sleeping between those retries), or after a loss (an
+  answer lost, a crash inside the window, ``CredentialLostError``). No run returns success
+  (rotated, skipped) after reading the credential while the credential holds a token whose
+  successor was lost: Lambda retries only a run that fails, so such a run would leave the spent
+  token to the next schedule. ``final``: healthy, or a loss a run reported (the credential
+  marked); and with a single fault a loss is a violation where the provider's reuse interval
+  allowed recovery (issue 28): at 30 s or more an answer lost to a closed connection, at 300 s
+  or more any lost answer (closed, a gateway's 504, the time limit passed) and a crash;
 - I3: the published service token was verified (a project listing accepted it before it was
   published), and its expiry never moves backwards;
 - I4: actors present at most ``max_refreshes`` distinct refresh tokens (one per due period, one
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +44,14 @@ CREDENTIAL_CALLS = (
     "secretsmanager.PutSecretValue:credential",
 )
 REPORTED = ("ReauthorizationRequiredError", "CredentialLostError", "reauthorization_required")
+SUCCESS = ("rotated", "skipped")
+# How a successor token can be lost, and the shortest reuse interval that must recover each
+# with one fault (issue 28): a closed connection is presented again at once, in the run; a
+# gateway's 504 or the whole time limit (30 s) at most that later; a crash on Lambda's retry, a
+# minute on. A write refused until the deadline (CredentialLostError) is not required.
+MUST_RECOVER_FROM = {"closed": 30.0, "gateway": 300.0, "limit": 300.0, "crash": 300.0}
+# The faults that count towards "a single fault" (a stale read is Secrets Manager's normal).
+FAULTS = ("crash", "lost", "slow", "busy")
 
 
 @dataclass
@@ -54,6 +69,7 @@ class Step:
     verified: str | None = None  # a service token a project listing accepted
     stored: str | None = None  # the refresh token in a credential version written
     outcome: str | None = None  # an actor's end: its outcome or its exception's type
+    loss: str | None = None  # how a refresh's answer was lost (closed, gateway, limit, cut short)
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,9 @@ class InvariantChecker:
     reuse_interval: float = 0.0
     holding: dict[str, str] = field(default_factory=dict)  # actor: unstored token it received
     lost: dict[str, str] = field(default_factory=dict)  # token: how it was lost (documented)
+    kinds: dict[str, str] = field(default_factory=dict)  # token: kind of loss (MUST_RECOVER_FROM)
+    read_credential: set[str] = field(default_factory=set)  # actors that read the credential
+    faults: Counter[str] = field(default_factory=Counter)  # the faults the schedule used
     rotated: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
     represented: set[str] = field(default_factory=set)
     presented: set[str] = field(default_factory=set)
@@ -89,11 +108,14 @@ class InvariantChecker:
 
     def after(self, step: Step) -> Violation | None:
         self._finished(step)
+        if step.action == CREDENTIAL_CALLS[0]:
+            self.read_credential.add(step.actor)
         return (
             self._i1(step)
             or self._window(step)
             or self._i4(step)
             or self._i2(step)
+            or self._success_over_spent(step)
             or self._i3(step)
         )
 
@@ -103,37 +125,46 @@ class InvariantChecker:
             return None
         earlier = self.rotated.get(token)
         if earlier is not None:
-            number, who, issued = earlier
-            within = (
-                self.reuse_interval > 0 and step.at - self._times[number] <= self.reuse_interval
-            )
-            if not within:
-                if (
-                    issued in self.lost
-                    and step.status not in (200, None)
-                    and who in self.finished
-                    and who != step.actor
-                ):
-                    # A documented loss found out by a later run (the one that lost the
-                    # answer has ended; it never sends the token again): refused.
-                    self.represented.add(token)
-                else:
-                    return Violation(
-                        "I1",
-                        step.number,
-                        f"{step.actor} presented {label(token)} again; the identity provider "
-                        f"rotated it at step {number} (answered to {who})",
-                    )
+            violation = self._presented_again(step, token, *earlier)
+            if violation is not None:
+                return violation
         elif step.status == 200 or (step.status is None and step.issued is not None):
             # (A lost answer rotated the token only if the provider issued one: a lost
             # refusal rotated nothing.)
             self.rotated[token] = (step.number, step.actor, step.issued)
             self._times[step.number] = step.at
         if step.status is None and step.issued is not None:
-            self.lost[step.issued] = f"the answer to step {step.number} was lost"
+            how = step.loss or "closed"
+            self.lost[step.issued] = f"the answer to step {step.number} was lost ({how})"
+            self.kinds[step.issued] = how
         elif step.status == 200 and step.issued is not None:
             self.holding[step.actor] = step.issued
         return None
+
+    def _presented_again(
+        self, step: Step, token: str, number: int, who: str, issued: str | None
+    ) -> Violation | None:
+        """A rotated token presented again: fine inside the reuse interval or after its
+        successor was lost, unless its answer could still have arrived."""
+        kind = self.kinds.get(issued or "")
+        if kind == "cut short":
+            return Violation(
+                "I1",
+                step.number,
+                f"{step.actor} presented {label(token)} again while the answer to step {number} "
+                "could still arrive (its caller gave up before the call's whole time limit)",
+            )
+        within = self.reuse_interval > 0 and step.at - self._times[number] <= self.reuse_interval
+        if within or issued in self.lost:
+            if not within:
+                self.represented.add(token)  # refused: the report must follow
+            return None
+        return Violation(
+            "I1",
+            step.number,
+            f"{step.actor} presented {label(token)} again; the identity provider rotated it at "
+            f"step {number} (answered to {who}) and its successor {label(issued)} was not lost",
+        )
 
     def _finished(self, step: Step) -> None:
         if step.action in ("end", "crash"):
@@ -150,12 +181,14 @@ class InvariantChecker:
             return None
         if step.action == "crash":
             self.lost[token] = f"{step.actor} crashed inside the window (step {step.number})"
+            self.kinds[token] = "crash"
             del self.holding[step.actor]
             return None
         if step.action == "end":
             del self.holding[step.actor]
             if step.outcome == "CredentialLostError":
                 self.lost[token] = f"{step.actor} could not store it (CredentialLostError)"
+                self.kinds[token] = "unstored"
                 return None
             return Violation(
                 "I2",
@@ -203,6 +236,27 @@ class InvariantChecker:
             f"{label(newest)}, and no actor is inside the window holding it",
         )
 
+    def _success_over_spent(self, step: Step) -> Violation | None:
+        """A run that read the credential returns success while it holds a spent token whose
+        successor was lost, and no actor is inside the window with the newest: Lambda will not
+        retry it (I2)."""
+        if step.action != "end" or step.outcome not in SUCCESS or step.actor == "recovery":
+            return None
+        if step.actor not in self.read_credential:
+            return None
+        newest, stored = self.newest(), self.stored()
+        if newest is None or newest == stored or newest not in self.lost:
+            return None
+        if newest in self.holding.values():
+            return None
+        return Violation(
+            "I2",
+            step.number,
+            f"{step.actor} returned {step.outcome} while the credential holds {label(stored)}, "
+            f"spent: its successor {label(newest)} was lost ({self.lost[newest]}); Lambda retries "
+            "only a run that fails, so the spent token is left to the next schedule",
+        )
+
     def _i3(self, step: Step) -> Violation | None:
         if step.verified is not None:
             self.verified.add(step.verified)
@@ -241,6 +295,9 @@ class InvariantChecker:
         if healthy:
             return None
         if newest in self.lost:
+            unforgiven = self._unforgiven(newest)
+            if unforgiven is not None:
+                return Violation("I2", number, unforgiven)
             said = bool(self.reported) and credential.status == STATUS_REAUTHORIZATION_REQUIRED
             if said:
                 return None
@@ -257,6 +314,20 @@ class InvariantChecker:
             f"(usable: {stored is not None and world.identity.usable(stored)}), newest "
             f"{label(newest)}, credential {credential.status}, published token accepted: "
             f"{world.upstream.service.valid(published.token)}",
+        )
+
+    def _unforgiven(self, newest: str) -> str | None:
+        """Why the loss of ``newest`` is a violation: one fault, of a kind the provider's reuse
+        interval gives the time to recover from (``MUST_RECOVER_FROM``)."""
+        kind = self.kinds.get(newest, "")
+        needs = MUST_RECOVER_FROM.get(kind)
+        faults = sum(self.faults[name] for name in FAULTS)
+        if needs is None or faults != 1 or self.reuse_interval < needs:
+            return None
+        return (
+            f"{label(newest)} was lost ({self.lost[newest]}) although the identity provider "
+            f"allows a reuse interval of {self.reuse_interval:.0f} s, enough to recover from "
+            f"one such fault ({kind}): the family is revoked and a person must authorize again"
         )
 
     def newest(self) -> str | None:

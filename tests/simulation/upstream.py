@@ -22,8 +22,10 @@ subject) and lists projects for unexpired service tokens.
 
 Lost responses: ``lose(endpoint)`` makes the next request to that endpoint act and then fail as
 ``HttpTransport`` fails when the connection drops (``UpstreamConnectionError``) or the time limit
-ends (``UpstreamTimeoutError``) before the answer arrives, both with ``outcome_unknown``. Every
-request runs through ``interceptor`` (see ``simulation.interception``).
+ends (``UpstreamTimeoutError``) before the answer arrives, both with ``outcome_unknown``, or as a
+gateway in front of the provider answers when the provider acted and its answer went missing
+(HTTP 504, which the client reads as outcome unknown). Every request runs through
+``interceptor`` (see ``simulation.interception``).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 SLOW_DOWN_STEP = 5
 ID_TOKEN_LIFETIME = 36000
 DAY = 86400
-Loss = Literal["connection", "timeout"]
+Loss = Literal["connection", "timeout", "gateway"]
 
 
 class Clock(Protocol):
@@ -411,6 +413,9 @@ class Exchange:
     credential: str | None
     status: int | None
     at: float
+    # A slow answer the caller gave up on before the transport's whole limit: it could still
+    # have arrived (a per-read timeout shorter than the call's limit).
+    cut_short: bool = False
 
 
 def _json(status: int, payload: object) -> HttpResponse:
@@ -527,10 +532,13 @@ class SimulatedUpstream(HttpTransport):
             self.log.append(Exchange(name, credential, response.status, clock.now()))
             return response
         clock.advance(limit)
-        self.log.append(Exchange(name, credential, None, clock.now()))
+        cut_short = limit < self.timeouts.total
+        self.log.append(Exchange(name, credential, None, clock.now(), cut_short=cut_short))
         return self._lost(name, "timeout")
 
     def _lost(self, name: str, how: Loss) -> HttpResponse:
+        if how == "gateway":
+            return _json(HTTPStatus.GATEWAY_TIMEOUT, {"message": "Endpoint request timed out"})
         if how == "timeout":
             raise UpstreamTimeoutError(
                 f"{name}: no complete answer within the time limit",

@@ -62,6 +62,9 @@ class World:
 
     interceptor: Interceptor = direct
     reuse_interval: float = 0
+    # The template's RotatorReservedConcurrency: 1, Lambda runs one rotator at a time (the
+    # scenarios of one invocation and its retries); 0, invocations may overlap.
+    reserved_concurrency: int = 0
     stale_reads: int = 0
     choose: Callable[[int], int] | None = None  # which value a stale read answers
     clock: SimClock = field(default_factory=SimClock)
@@ -76,6 +79,7 @@ class World:
             service_base_url=BASE_URL,
             refresh_secret_id=REFRESH_SECRET,
             service_token_secret_id=SERVICE_SECRET,
+            rotator_reserved_concurrency=self.reserved_concurrency,
         )
         self.store = SecretStore(cast(Any, self.secretsmanager))
         self.service = ServiceClient(BASE_URL, transport=self.upstream, clock=self.clock)

@@ -461,6 +461,10 @@ def credential_refused(bench: Bench) -> Observed:
     with pytest.raises(ConsumerError) as raised:
         provider.token()
     seen.consumer(raised.value)
+    # A refusal of the token presented again after its answer was lost (a gateway's 502) says so.
+    bench.seed()
+    gateway = response(502, {"message": "Bad Gateway"})
+    seen.logs(bench.rotate([gateway, response(403, INVALID_GRANT)]))
     return seen
 
 

@@ -2,9 +2,10 @@
 
 The identity provider rotates the refresh token and the answer never reaches the rotator: the
 connection closes without one, a gateway answers 502 or 504 after the provider acted, the call's
-total time limit passes, or the function dies right after the answer arrived. Each row of the
-table in ``docs/how-rotation-works.md`` ("What a lost answer costs") is one test here: the fault,
-the tenant's refresh-token reuse interval (0, 30 s, 300 s) and what the user keeps.
+total time limit passes, or the function dies right after the answer arrived. Each cell of the
+table in ``docs/how-rotation-works.md`` ("What a lost answer costs") is one case of
+``test_what_a_lost_answer_costs``: the fault, the tenant's refresh-token reuse interval (0, 30 s,
+300 s) and what the user keeps.
 
 Lambda, as AWS documents it (invocation-async-error-handling): "If the function returns an
 error, by default Lambda attempts to run it two more times, with a one-minute wait between the
@@ -13,7 +14,7 @@ include errors returned by the function's code and errors returned by the functi
 such as timeouts." A run that returns is not retried, whatever its result. ``on_lambda`` plays
 exactly that; then the schedule's next run comes an hour later.
 
-The provider (SHARED SPEC section 2): reusing an already-used refresh token revokes the whole
+The provider (SPEC section 2): reusing an already-used refresh token revokes the whole
 family, except that an optional reuse interval lets the immediately previous token be reused
 for N seconds.
 """
@@ -21,6 +22,7 @@ for N seconds.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,85 +158,72 @@ def run_case(
 
 
 REPORTED_IN_THE_RUN = ["ReauthorizationRequiredError", "reauthorization_required"]
+RECOVERED_RUN = "recovered in the run"
+RECOVERED_RETRY = "recovered on Lambda's retry"
+REPORTED_RUN = "reported in the run"
+REPORTED_RETRY = "reported on Lambda's retry"
+# docs/how-rotation-works.md, "What a lost answer costs": its rows, and what each fault costs at
+# each reuse interval (test_the_documented_table_is_this_one holds the page to it).
+FAULTS = {
+    "closed": "connection closed after the provider acted",
+    "502": "a gateway's 502 after the provider acted",
+    "504": "a gateway's 504 after the provider acted",
+    "limit": "the 30 s limit passed (the provider acted at once)",
+    "crash": "the function dies right after the answer",
+}
+COSTS: dict[str, tuple[str, str, str]] = {
+    "closed": (REPORTED_RUN, RECOVERED_RUN, RECOVERED_RUN),
+    "502": (REPORTED_RUN, RECOVERED_RUN, RECOVERED_RUN),
+    "504": (REPORTED_RUN, RECOVERED_RUN, RECOVERED_RUN),
+    "limit": (REPORTED_RUN, REPORTED_RUN, RECOVERED_RUN),
+    "crash": (REPORTED_RETRY, REPORTED_RETRY, RECOVERED_RETRY),
+}
+DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "how-rotation-works.md"
 
 
-def recovered_in_the_run(stack: Stack, outcomes: list[str]) -> None:
-    """The run that lost the answer presented the token again at once and the provider, inside
-    its reuse interval, answered it: one run, two presentations, the family kept."""
-    assert outcomes == ["rotated"]
-    assert stack.emulator.counts["refresh"] == 2
-    keeps_the_family(stack)
-    stack.emulator.advance(HOUR)
-    assert stack.invoke("rotator", {})["outcome"] == "skipped"
-
-
-def reported_in_the_run(stack: Stack, outcomes: list[str], spent: str) -> None:
-    """The run presented the token again at once; the provider refused it (no reuse interval,
-    or it had passed) and revoked the family; the run raised the report, Lambda's retry found
-    the credential marked and returned quietly (no retry storm, no third presentation)."""
-    assert outcomes == REPORTED_IN_THE_RUN
-    assert stack.emulator.counts["refresh"] == 2
-    reports_the_loss(stack, spent)
-
-
-# --- one test per cell of the table -------------------------------------------------------------
-
-
-@pytest.mark.parametrize("fault", ["closed", "502", "504"])
-@pytest.mark.parametrize("reuse", [30, 300])
-def test_a_lost_answer_is_recovered_in_the_run_inside_a_reuse_interval(
+@pytest.mark.parametrize("reuse", REUSE_INTERVALS)
+@pytest.mark.parametrize("fault", FAULTS)
+def test_what_a_lost_answer_costs(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str, reuse: int
 ) -> None:
-    outcomes, _ = run_case(stack, monkeypatch, fault, reuse)
-    recovered_in_the_run(stack, outcomes)
-
-
-@pytest.mark.parametrize("fault", ["closed", "502", "504", "limit"])
-def test_a_lost_answer_without_a_reuse_interval_is_reported_in_the_run(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch, fault: str
-) -> None:
-    outcomes, spent = run_case(stack, monkeypatch, fault, 0)
-    reported_in_the_run(stack, outcomes, spent)
-
-
-def test_an_answer_after_the_limit_is_recovered_in_the_run_inside_five_minutes(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outcomes, _ = run_case(stack, monkeypatch, "limit", 300)
-    recovered_in_the_run(stack, outcomes)
-
-
-def test_an_answer_after_the_limit_outlives_a_30_s_reuse_interval_and_is_reported(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The second presentation reaches the provider 30.5 s after it acted on the first: just
-    outside a 30 s interval. Only the report is left."""
-    outcomes, spent = run_case(stack, monkeypatch, "limit", 30)
-    reported_in_the_run(stack, outcomes, spent)
-
-
-def test_a_crash_after_the_answer_is_recovered_by_lambdas_retry_inside_five_minutes(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The retry a minute later finds the dead run's lease over the stored token, takes it over
-    (reserved concurrency 1: the holder cannot be running) and presents the token again, inside
-    the provider's 5 minutes."""
-    outcomes, _ = run_case(stack, monkeypatch, "crash", 300)
-    assert outcomes == ["SimulatedCrash", "rotated"]
+    """One cell of the table: the fault on a due rotation's refresh, the tenant's reuse
+    interval, the invocation on Lambda; what the user keeps."""
+    cost = COSTS[fault][REUSE_INTERVALS.index(reuse)]
+    outcomes, spent = run_case(stack, monkeypatch, fault, reuse)
+    # the token is presented twice in all: once, then once again (in the run or its retry)
     assert stack.emulator.counts["refresh"] == 2
-    keeps_the_family(stack)
+    if cost == RECOVERED_RUN:
+        # the run presented the token again at once and the provider, inside its reuse
+        # interval, answered: one run, the family kept
+        assert outcomes == ["rotated"]
+    elif cost == RECOVERED_RETRY:
+        # the retry a minute later took the dead run's lease over (reserved concurrency 1: the
+        # holder cannot be running) and presented the token inside the provider's interval
+        assert outcomes == ["SimulatedCrash", "rotated"]
+    elif cost == REPORTED_RUN:
+        # refused (no reuse interval, or it had passed): the run raised the report, Lambda's
+        # retry found the credential marked and returned quietly (no third presentation)
+        assert outcomes == REPORTED_IN_THE_RUN
+    else:
+        assert outcomes == ["SimulatedCrash", *REPORTED_IN_THE_RUN]
+    if cost.startswith("recovered"):
+        keeps_the_family(stack)
+        stack.emulator.advance(HOUR)
+        assert stack.invoke("rotator", {})["outcome"] == "skipped"
+    else:
+        reports_the_loss(stack, spent)
 
 
-@pytest.mark.parametrize("reuse", [0, 30])
-def test_a_crash_after_the_answer_is_reported_by_lambdas_retry_outside_a_reuse_interval(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch, reuse: int
-) -> None:
-    """A minute is past a 30 s interval (and there may be none): the retry presents the token,
-    is refused, and reports; the second retry finds it marked and returns quietly."""
-    outcomes, spent = run_case(stack, monkeypatch, "crash", reuse)
-    assert outcomes == ["SimulatedCrash", *REPORTED_IN_THE_RUN]
-    assert stack.emulator.counts["refresh"] == 2
-    reports_the_loss(stack, spent)
+def test_the_documented_table_is_this_one() -> None:
+    """The page's table says what COSTS says, row by row."""
+    text = DOCUMENT.read_text()
+    table = text[text.index("| fault | no reuse interval | 30 s | 5 minutes |") :]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    documented = {
+        cells[0]: tuple(cells[1:])
+        for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows)
+    }
+    assert documented == {FAULTS[fault]: cost for fault, cost in COSTS.items()}
 
 
 # --- without reserved concurrency ---------------------------------------------------------------

@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from cmstoken.aws.documents import Lease
+from cmstoken.aws.documents import Lease, RefreshCredential
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import CredentialVault, Snapshot
 from cmstoken.core.errors import VersionConflictError
-from cmstoken.rotation import refreshing
+from cmstoken.rotation import decisions, refreshing
 from cmstoken.rotation.publishing import Publisher
 from cmstoken.rotation.refreshing import Refresher
 from cmstoken.rotation.rotator import Rotator
-from simulation.exploration import TWO_ROTATORS, Bounds, Report, explore
+from cmstoken.upstream.identity import IdentityClient
+from simulation.exploration import TWO_ROTATORS, Bounds, Report, explore, on_lambda
 
 BOUNDS = Bounds(crashes=1, lost=1, stale=1)
 
@@ -48,7 +49,7 @@ def test_a_version_id_not_derived_from_the_version_read_is_caught(
 def test_a_skipped_claim_is_caught(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(Rotator, "_claim", lambda self, snapshot, deadline: snapshot)
+    monkeypatch.setattr(Rotator, "_claim", lambda self, snapshot, deadline, credential: snapshot)
     found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
 
 
@@ -88,19 +89,35 @@ def test_an_ignored_lease_is_caught(
 SLOW = Bounds(crashes=0, lost=0, stale=0, slow=1)
 
 
-def test_a_refresh_sent_again_after_a_slow_answer_is_caught(
+def test_a_refresh_cut_short_and_sent_again_is_caught(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The rule before issue 17: a refresh whose outcome is unknown (no answer within the time
-    limit) was sent again within the same run. The provider had acted on the slow one: the
-    second presentation is a reuse."""
+    """A per-read timeout shorter than the call's whole limit (10 s of 30 s): a 25 s answer is
+    given up on while it could still arrive, and the token presented again beside it."""
+    refresh = IdentityClient.refresh
 
-    def old_rule(error: BaseException) -> bool:
-        status = getattr(error, "status", None)
-        return not (isinstance(status, int) and 200 <= status < 300)
+    def impatient(self: IdentityClient, **kwargs: Any) -> Any:
+        return refresh(self, **{**kwargs, "time_limit": min(10.0, kwargs["time_limit"])})
 
-    monkeypatch.setattr(refreshing, "may_send_again", old_rule)
+    monkeypatch.setattr(IdentityClient, "refresh", impatient)
     found(explore(TWO_ROTATORS, SLOW), capsys, "I1")
+
+
+def test_a_lease_skipped_instead_of_taken_over_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rule before issue 28: a run that met another invocation's live lease skipped,
+    returning success; with reserved concurrency the holder had died after spending the token,
+    and Lambda does not retry a run that returns."""
+    verdict = decisions.lease_verdict
+
+    def skip_any_live_lease(lease: Lease | None, *args: Any, **kwargs: Any) -> Any:
+        judged = verdict(lease, *args, **kwargs)
+        taken = decisions.LeaseVerdict.TAKE_OVER
+        return decisions.LeaseVerdict.HELD if judged is taken else judged
+
+    monkeypatch.setattr(decisions, "lease_verdict", skip_any_live_lease)
+    found(explore(on_lambda(300.0), Bounds(crashes=1, lost=0, stale=0)), capsys, "I2")
 
 
 def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
@@ -109,7 +126,9 @@ def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
     """Time passes during a slow call: a lease shorter than the run lets a second rotator claim
     the credential mid-run and present the token the first one is refreshing."""
 
-    def short_lease(self: Rotator, snapshot: Snapshot, deadline: float) -> Snapshot:
+    def short_lease(
+        self: Rotator, snapshot: Snapshot, deadline: float, credential: RefreshCredential
+    ) -> Snapshot:
         lease = Lease(owner=self.owner, expires_at=self.clock.now() + 1)
         claimed = replace(snapshot.secret, lease=lease)
         try:

@@ -15,7 +15,6 @@ from cmstoken.core.errors import (
     CredentialRejectedError,
     ReauthorizationRequiredError,
     TokenRefusedError,
-    TransientError,
     UpstreamConnectionError,
     UpstreamTimeoutError,
     VersionConflictError,
@@ -312,25 +311,36 @@ def test_the_real_rotator_rotates_on_the_models() -> None:
     assert world.secretsmanager.calls[calls:] == [("GetSecretValue", "cmstoken/service-token")]
 
 
-def test_a_lost_refresh_answer_is_not_sent_again_by_its_run_and_reported_by_the_next() -> None:
+def test_a_lost_refresh_answer_is_presented_again_by_its_run_and_reported() -> None:
     world = World()
     world.seed()
     world.clock.advance(19 * HOUR)
     world.upstream.lose("refresh")
     spent = world.newest_refresh_token()
-    with pytest.raises(TransientError):
-        world.rotator("one").run(SCHEDULED, deadline=world.clock.now() + 120)
-    assert world.replayed_refresh_tokens() == []
-    world.clock.advance(200)  # past its lease
     with pytest.raises(ReauthorizationRequiredError):
-        world.rotator("two").run(SCHEDULED, deadline=world.clock.now() + 120)
+        world.rotator("one").run(SCHEDULED, deadline=world.clock.now() + 120)
     refreshes = [(e.endpoint, e.status) for e in world.upstream.log]
     assert refreshes == [("refresh", None), ("refresh", 403)]
-    # The one documented second presentation (by the next run), and nothing after it.
+    # The one second presentation (at once, by the run that lost the answer), nothing after.
     assert world.replayed_refresh_tokens() == [spent]
     credential = world.refresh_document().credential
     assert credential is not None
     assert credential.status == "reauthorization_required"
+
+
+def test_a_gateway_loss_acts_and_answers_504() -> None:
+    world = World(reuse_interval=30)
+    world.seed()
+    world.clock.advance(19 * HOUR)
+    world.upstream.lose("refresh", "gateway")
+    result = world.rotator("one").run(SCHEDULED, deadline=world.clock.now() + 120)
+    assert result.outcome == "rotated"
+    # acted (its answer lost behind the gateway's 504), then presented again inside 30 s
+    assert [(e.endpoint, e.status) for e in world.upstream.log][:2] == [
+        ("refresh", None),
+        ("refresh", 200),
+    ]
+    assert world.replayed_refresh_tokens() == []
 
 
 # --- DynamoDB and SNS (the links' table and topic) -----------------------------------------

@@ -68,17 +68,19 @@ def test_the_rotator_reserves_concurrency_from_a_parameter_defaulting_to_1(
 
 
 def test_the_rotator_timeout_covers_the_refresh_guard(resources: dict[str, Any]) -> None:
-    """A due run reads both secrets and claims the lease (three Secrets Manager calls at their
-    longest), and still has the refresh guard left: the refresh's whole time limit and the
-    reserve for storing its answer."""
+    """A due run reads both secrets (two Secrets Manager calls at their longest), and still has
+    the refresh guard left: the claim, the refresh's whole time limit twice (the second
+    presents the token again after a lost answer) and the reserve for storing its answer."""
     from cmstoken.aws.secrets import StoreTimeouts
     from cmstoken.rotation.refreshing import LOST_RESERVE_SECONDS
-    from cmstoken.rotation.rotator import WRITE_CALLS
+    from cmstoken.rotation.rotator import PRESENTATIONS, WRITE_CALLS
     from cmstoken.upstream.http import Timeouts
 
     attempt = StoreTimeouts().attempt_limit
-    guard = Timeouts().total + LOST_RESERVE_SECONDS + WRITE_CALLS * attempt
-    assert resources["RotatorFunction"]["Properties"]["Timeout"] >= 3 * attempt + guard
+    reserve = LOST_RESERVE_SECONDS + WRITE_CALLS * attempt
+    guard = attempt + PRESENTATIONS * Timeouts().total + reserve
+    assert guard == 86
+    assert resources["RotatorFunction"]["Properties"]["Timeout"] >= 2 * attempt + guard
 
 
 def test_functions_get_the_contract_environment(resources: dict[str, Any]) -> None:

@@ -86,6 +86,7 @@ class Refresher:
             credential.issuer_url, transport=self.publisher.service.transport, clock=self.clock
         )
         call = self.call_seconds
+        self.presented_again = False
         try:
             try:
                 return self._present(identity, credential, answer_by, room_after=call)
@@ -252,7 +253,8 @@ def _lost(
     failure = type(error).__name__ if code is None else f"{type(error).__name__}: {code}"
     logger.critical(
         "the rotated refresh token could not be stored before the deadline and is "
-        "lost; the next run will find the used one and report reauthorization",
+        "lost; Lambda's retry presents the used one again: inside the provider's reuse "
+        "interval that recovers the family, otherwise it reports reauthorization",
         extra=details,
     )
     return CredentialLostError(
