@@ -125,6 +125,19 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(name for name in os.listdir(directory) if name.endswith(".tmp"))
 
 
+def saved(emu: Emulator, path: Path, outcome: Outcome) -> tuple[dict[str, Any], str]:
+    """A renewal that succeeded, its new refresh token kept in the file (mode 0600, usable) and
+    its service token accepted: its JSON document and the token kept."""
+    assert outcome.returncode == 0, outcome.stderr
+    document: dict[str, Any] = outcome.json()
+    kept = path.read_text()
+    assert kept == document["refresh_token"] + "\n"
+    assert emu.refresh_token_valid(kept.strip())
+    assert emu.service_token_valid(document["access_token"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    return document, kept.strip()
+
+
 # --- the renewal, twice ------------------------------------------------------------------------
 
 
@@ -134,17 +147,11 @@ def test_renewing_twice_uses_the_new_token_each_time(emu: Emulator, tmp_path: Pa
     seen = [first]
     for _ in range(2):
         outcome = renew(emu, path)
-        assert outcome.returncode == 0, outcome.stderr
-        document = outcome.json()
-        kept = path.read_text()
-        assert kept == document["refresh_token"] + "\n"
-        assert emu.refresh_token_valid(kept.strip())
-        assert emu.service_token_valid(document["access_token"])
+        document, kept = saved(emu, path, outcome)
         assert not emu.refresh_token_valid(seen[-1])
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert "--refresh-file" in outcome.stderr  # says where the new token went
-        outcome.assert_no_secret_on_stderr(*seen, kept.strip(), document["access_token"])
-        seen.append(kept.strip())
+        outcome.assert_no_secret_on_stderr(*seen, kept, document["access_token"])
+        seen.append(kept)
     assert emu.counts["refresh"] == 2
     assert_no_reuse(emu)
     assert not emu.family_revoked(seen[-1])
@@ -161,17 +168,11 @@ def test_a_lost_answer_recovered_within_the_reuse_interval_is_saved(
     path = token_file(tmp_path, old)
     emu.inject("refresh", "drop")
     outcome = renew(emu, path)
-    assert outcome.returncode == 0, outcome.stderr
-    document = outcome.json()
-    kept = path.read_text()
-    assert kept == document["refresh_token"] + "\n"
-    assert emu.refresh_token_valid(kept.strip())
-    assert not emu.family_revoked(kept.strip())
-    assert emu.service_token_valid(document["access_token"])
+    document, kept = saved(emu, path, outcome)
+    assert not emu.family_revoked(kept)
     assert emu.counts["refresh"] == 2
     assert "presenting the same token again, once" in outcome.stderr
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    outcome.assert_no_secret_on_stderr(old, kept.strip(), document["access_token"])
+    outcome.assert_no_secret_on_stderr(old, kept, document["access_token"])
     assert leftovers(tmp_path) == []
 
 

@@ -9,6 +9,7 @@ the default (``make explore``, part of ``make test``) stays within 90 s.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -44,8 +45,10 @@ SLOW_VERIFY = Bounds(crashes=1, lost=1, stale=1, slow=1)
 # One invocation on Lambda (reserved concurrency 1) and Lambda's retries of it, at reuse
 # intervals 0, 30 s and 300 s (issue 28): a crash anywhere, a lost refresh answer (connection
 # closed, a gateway's 504), a slow one or one after the call's whole limit.
-LAMBDA = Bounds(crashes=1, lost=1, stale=0, slow=1, lost_kinds=("lost", "gateway"))
-LAMBDA_VERIFY = Bounds(crashes=1, lost=1, stale=1, slow=1, lost_kinds=("lost", "gateway"))
+LAMBDA = Bounds(
+    crashes=1, lost=1, stale=0, slow=1, lost_kinds=("lost", "gateway"), retry_faults=True
+)
+LAMBDA_VERIFY = replace(LAMBDA, stale=1)
 CASES: list[tuple[Scenario, Bounds]] = [
     (TWO_ROTATORS, EXPLORE),
     (DUPLICATE_FORCED, EXPLORE),
