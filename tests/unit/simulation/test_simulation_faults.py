@@ -1,12 +1,12 @@
 """One rotator invocation on the simulation's models, with a crash injected before and after every
 call it makes, or the answer of each upstream call lost; then a later invocation recovers.
 
-docs/how-rotation-works.md, "The exact residual window": a rotated refresh token is lost only if
-the function dies between the moment the identity provider rotates it and the moment Secrets
-Manager acknowledges the write of the answer, or if the answer is lost after the provider acted
-(a reuse interval recovers that). Everywhere else the next invocation ends healthy, with no
-refresh token presented again; inside the window it reports reauthorization instead of failing
-silently.
+docs/how-rotation-works.md, "What a lost answer costs": with no reuse interval at the provider
+(these tests), a rotated refresh token is lost only if the function dies between the moment the
+identity provider rotates it and the moment Secrets Manager acknowledges the write of the answer,
+or if the answer is lost after the provider acted (the run presents the token again at once and
+is refused). Everywhere else the next invocation ends healthy, with no refresh token presented
+again; after a loss a run reports reauthorization instead of failing silently.
 """
 
 from __future__ import annotations
