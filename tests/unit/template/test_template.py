@@ -631,3 +631,27 @@ def test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters(
     assert {t["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for t in rule["Targets"]} == {
         "RotationDeadLetterQueue"
     }
+
+
+@pytest.mark.parametrize(("reserved", "one_at_a_time"), [("1", True), ("0", False)])
+def test_the_rotator_is_told_exactly_the_concurrency_lambda_reserves(
+    reserved: str, one_at_a_time: bool
+) -> None:
+    """The rotator takes over another invocation's lease only when it is told that Lambda runs
+    one rotator at a time. Lambda: "Reserved concurrency is the maximum number of concurrent
+    instances that you want to allocate to your function" (configuration-concurrency); moto does
+    not run functions, so this holds the told value to the reservation the template makes: 1
+    reserves exactly one execution, 0 reserves none (the account's unreserved pool: invocations
+    may overlap)."""
+    from cmstoken.core.settings import Settings
+    from template_model import resolved_resources
+
+    rotator = resolved_resources(RotatorReservedConcurrency=reserved)["RotatorFunction"]
+    properties = rotator["Properties"]
+    environment = {**properties["Environment"]["Variables"], "SERVICE_BASE_URL": "https://a.test"}
+    settings = Settings.from_environ({k: str(v) for k, v in environment.items()})
+    assert (settings.rotator_reserved_concurrency == 1) is one_at_a_time
+    if one_at_a_time:
+        assert str(properties["ReservedConcurrentExecutions"]) == "1"
+    else:
+        assert "ReservedConcurrentExecutions" not in properties
