@@ -14,6 +14,11 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # sam and cfn-lint read templates offline; they need a region but no credentials.
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
+# pytest-xdist: the tests in as many processes as the machine has CPUs (at most 4; JOBS=1 to run
+# them one at a time); worksteal evens out the long explorations between them.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+PARALLEL := -n $(JOBS) --dist worksteal
+
 .PHONY: help venv browser lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
 
 help: ## List the targets
@@ -63,10 +68,10 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff format .
 
 unit: $(STAMP) ## Unit tests (no sockets)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q $(PARALLEL) tests/unit
 
 integration: $(STAMP) browser ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
-	$(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q $(PARALLEL) tests/integration
 
 template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
@@ -96,7 +101,7 @@ dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and b
 	$(BIN)/python scripts/build_consumer.py dist
 
 test: lint template build browser ## Every check: lint, types, template, build, unit and integration tests (explore included)
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q $(PARALLEL) tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
@@ -104,10 +109,10 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
   tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (at most 3 min)
-	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(EXPLORATION)
+	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
 verify: $(STAMP) ## The exploration at deeper bounds (at most 15 min), printing the counts
-	SIMULATION_BOUNDS=verify $(BIN)/pytest -q --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
+	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
 	$(BIN)/python scripts/demo.py

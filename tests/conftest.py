@@ -1,5 +1,5 @@
-"""Fixtures shared by every test: a fake Lambda context, and Powertools and logging state reset
-between tests."""
+"""Fixtures shared by every test: a fake Lambda context, Powertools and logging state reset
+between tests, and the run's summary lines (the explorations' counts)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -110,3 +110,40 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+# Lines a test states for the run's summary (``say``): the explorations' counts, where the
+# screenshots are. They travel in the test's report, so they are printed at the end of the run
+# whether the tests ran in this process or in pytest-xdist's workers (whose output is not shown).
+_SAID = "said"
+
+
+@pytest.fixture
+def say(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Record a line for the summary printed at the end of the run."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append((_SAID, text))
+
+    return record
+
+
+class _Said:
+    """Collects the said lines from the reports, in the order the tests end, and prints them."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.lines += [str(text) for name, text in report.user_properties if name == _SAID]
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.lines:
+            terminalreporter.section("what the tests said")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Said(), "said")

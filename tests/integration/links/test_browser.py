@@ -6,7 +6,7 @@ way to the emulator's activation pages and goes through them (Continue, Confirm,
 background poll then authorizes the stack and reports it to the topic.
 
 Screenshots of every page go to $CMSTOKEN_TEST_ARTIFACTS/<test> when that is set, else to the
-test's tmp_path (pytest keeps the last three runs'); the test prints where.
+test's tmp_path (pytest keeps the last three runs'); the run's summary says where.
 
 `make test` installs Debian's chromium and chromium-driver (`make browser`); without them the
 test is skipped. Selenium is given both paths and SE_OFFLINE, so Selenium Manager never runs.
@@ -82,15 +82,12 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Chrome]
 
 
 @pytest.fixture
-def artifacts(
-    request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> Path:
-    """Where the screenshots go (module docstring), printed past pytest's capture."""
+def artifacts(request: pytest.FixtureRequest, tmp_path: Path, say: Callable[[str], None]) -> Path:
+    """Where the screenshots go (module docstring), said in the run's summary."""
     root = os.environ.get(ARTIFACTS)
     folder = Path(root) / request.node.name if root else tmp_path / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
-    with capsys.disabled():
-        print(f"\nscreenshots of the pages: {folder}")
+    say(f"screenshots of the pages: {folder}")
     return folder
 
 

@@ -40,12 +40,11 @@ if PROFILE == "verify":
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("case", "bounds"), CASES, ids=[f"{c}-{b.label()}" for c, b in CASES])
 def test_every_schedule_of_a_rotation_and_an_approved_poll_keeps_the_invariants(
-    case: str, bounds: Bounds, capsys: pytest.CaptureFixture[str]
+    case: str, bounds: Bounds, say: Callable[[str], None]
 ) -> None:
     report = explore(case, bounds, upstream_first=True)
-    with capsys.disabled():
-        print(f"\n[exploration] {report.line()}")
-        print(f"[exploration]   faults injected: {dict(report.faults)}")
+    say(f"[exploration] {report.line()}")
+    say(f"[exploration]   faults injected: {dict(report.faults)}")
     assert report.counterexample is None, report.counterexample
     assert report.schedules > 100
     faults = {

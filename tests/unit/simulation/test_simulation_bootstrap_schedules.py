@@ -174,7 +174,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarantees(
-    case: str, capsys: pytest.CaptureFixture[str]
+    case: str, say: Callable[[str], None]
 ) -> None:
     outcomes: Counter[tuple[str, ...]] = Counter()
     writes: Counter[str] = Counter()
@@ -197,18 +197,17 @@ def test_every_interleaving_of_a_rotation_and_an_approved_poll_keeps_the_guarant
             bad.append((run.scheduler.trace, problems))
 
     schedules = explore(run_one, limit=LIMIT)
-    with capsys.disabled():
-        print(
-            f"\n[simulation] rotator and approved bootstrap poll ({case}): {schedules} schedules "
-            f"explored; outcomes {dict(outcomes)}; refresh document writes {dict(writes)}"
-        )
+    say(
+        f"[simulation] rotator and approved bootstrap poll ({case}): {schedules} schedules "
+        f"explored; outcomes {dict(outcomes)}; refresh document writes {dict(writes)}"
+    )
     assert bad[:3] == []
     assert set(outcomes) <= CASES[case]
     assert (writes[ROTATOR] == 0) == (case == "first")  # the first case: nothing to rotate
 
 
 def test_every_interleaving_of_a_rotation_and_a_start_keeps_the_guarantees(
-    capsys: pytest.CaptureFixture[str],
+    say: Callable[[str], None],
 ) -> None:
     """The pending authorization's own write: a ``start`` over an active credential interleaved
     with a rotation (then, alone, the approval and a poll that finishes it)."""
@@ -236,11 +235,10 @@ def test_every_interleaving_of_a_rotation_and_a_start_keeps_the_guarantees(
             bad.append(problems)
 
     schedules = explore(run_one, limit=LIMIT)
-    with capsys.disabled():
-        print(
-            f"\n[simulation] rotator and bootstrap start (reauthorization): {schedules} schedules "
-            f"explored; outcomes (rotator, start, poll after) {dict(outcomes)}"
-        )
+    say(
+        f"[simulation] rotator and bootstrap start (reauthorization): {schedules} schedules "
+        f"explored; outcomes (rotator, start, poll after) {dict(outcomes)}"
+    )
     assert bad[:3] == []
     assert set(outcomes) <= {
         ("rotated", "pending", "authorized"),
@@ -248,7 +246,7 @@ def test_every_interleaving_of_a_rotation_and_a_start_keeps_the_guarantees(
     }
 
 
-def test_the_reduction_loses_no_order(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_reduction_loses_no_order(say: Callable[[str], None]) -> None:
     """Every call a scheduling point, on the first case: the orders of the Secrets Manager
     calls met are exactly those the reduced exploration meets, with the same outcomes."""
     full: set[tuple[Any, ...]] = set()
@@ -265,11 +263,10 @@ def test_the_reduction_loses_no_order(capsys: pytest.CaptureFixture[str]) -> Non
 
     every = explore(run_full, limit=LIMIT)
     fewer = explore(run_reduced, limit=LIMIT)
-    with capsys.disabled():
-        print(
-            f"\n[simulation] first bootstrap, every call a scheduling point: {every} schedules, "
-            f"{len(full)} orders of the Secrets Manager calls; reduced: {fewer} schedules"
-        )
+    say(
+        f"[simulation] first bootstrap, every call a scheduling point: {every} schedules, "
+        f"{len(full)} orders of the Secrets Manager calls; reduced: {fewer} schedules"
+    )
     assert full == reduced
     assert fewer == len(reduced) < every
 

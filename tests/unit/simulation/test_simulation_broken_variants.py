@@ -32,29 +32,28 @@ class BlindStore(SecretStore):
         return super().write(secret_id, text, replacing=str(uuid.uuid4()))
 
 
-def found(report: Report, capsys: pytest.CaptureFixture[str], *invariants: str) -> None:
-    with capsys.disabled():
-        print(f"\n[exploration, broken] {report.line()}\n{report.counterexample}")
+def found(report: Report, say: Callable[[str], None], *invariants: str) -> None:
+    say(f"[exploration, broken] {report.line()}\n{report.counterexample}")
     assert report.counterexample is not None, "the harness found no counterexample"
     assert any(f"VIOLATION {name} " in report.counterexample for name in invariants)
     assert "\n   1. " in report.counterexample  # numbered steps
 
 
 def test_a_version_id_not_derived_from_the_version_read_is_caught(
-    capsys: pytest.CaptureFixture[str],
+    say: Callable[[str], None],
 ) -> None:
-    found(explore(TWO_ROTATORS, BOUNDS, store=BlindStore), capsys, "I1", "I2", "I4")
+    found(explore(TWO_ROTATORS, BOUNDS, store=BlindStore), say, "I1", "I2", "I4")
 
 
 def test_a_skipped_claim_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     monkeypatch.setattr(Rotator, "_claim", lambda self, snapshot, deadline, credential: snapshot)
-    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
+    found(explore(TWO_ROTATORS, BOUNDS), say, "I1", "I4")
 
 
 def test_storing_the_rotated_token_after_the_exchange_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     store = Refresher.store
     publish = Publisher.publish
@@ -70,11 +69,11 @@ def test_storing_the_rotated_token_after_the_exchange_is_caught(
 
     monkeypatch.setattr(Refresher, "store", deferred)
     monkeypatch.setattr(Publisher, "publish", late)
-    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I2")
+    found(explore(TWO_ROTATORS, BOUNDS), say, "I2")
 
 
 def test_an_ignored_lease_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     read = CredentialVault.read_refresh
 
@@ -83,14 +82,14 @@ def test_an_ignored_lease_is_caught(
         return Snapshot(replace(snapshot.secret, lease=None), snapshot.version_id)
 
     monkeypatch.setattr(CredentialVault, "read_refresh", without_lease)
-    found(explore(TWO_ROTATORS, BOUNDS), capsys, "I1", "I4")
+    found(explore(TWO_ROTATORS, BOUNDS), say, "I1", "I4")
 
 
 SLOW = Bounds(crashes=0, lost=0, stale=0, slow=1)
 
 
 def test_a_refresh_cut_short_and_sent_again_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     """A per-read timeout shorter than the call's whole limit (10 s of 30 s): a 25 s answer is
     given up on while it could still arrive, and the token presented again beside it."""
@@ -100,11 +99,11 @@ def test_a_refresh_cut_short_and_sent_again_is_caught(
         return refresh(self, **{**kwargs, "time_limit": min(10.0, kwargs["time_limit"])})
 
     monkeypatch.setattr(IdentityClient, "refresh", impatient)
-    found(explore(TWO_ROTATORS, SLOW), capsys, "I1")
+    found(explore(TWO_ROTATORS, SLOW), say, "I1")
 
 
 def test_a_lease_skipped_instead_of_taken_over_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     """The rule before issue 28: a run that met another invocation's live lease skipped,
     returning success; with reserved concurrency the holder had died after spending the token,
@@ -117,11 +116,11 @@ def test_a_lease_skipped_instead_of_taken_over_is_caught(
         return decisions.LeaseVerdict.HELD if judged is taken else judged
 
     monkeypatch.setattr(decisions, "lease_verdict", skip_any_live_lease)
-    found(explore(on_lambda(300.0), Bounds(crashes=1, lost=0, stale=0)), capsys, "I2")
+    found(explore(on_lambda(300.0), Bounds(crashes=1, lost=0, stale=0)), say, "I2")
 
 
 def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, say: Callable[[str], None]
 ) -> None:
     """Time passes during a slow call: a lease shorter than the run lets a second rotator claim
     the credential mid-run and present the token the first one is refreshing."""
@@ -137,4 +136,4 @@ def test_a_lease_that_expires_a_second_after_the_claim_is_caught(
             raise refreshing.RaceLostError from exc
 
     monkeypatch.setattr(Rotator, "_claim", short_lease)
-    found(explore(TWO_ROTATORS, SLOW), capsys, "I1", "I2", "I4")
+    found(explore(TWO_ROTATORS, SLOW), say, "I1", "I2", "I4")

@@ -9,6 +9,7 @@ the default (``make explore``, part of ``make test``) stays within 90 s.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -76,13 +77,12 @@ if PROFILE == "verify":
     ("scenario", "bounds"), CASES, ids=[f"{s.name}-{b.label()}" for s, b in CASES]
 )
 def test_every_schedule_within_the_bounds_keeps_the_invariants(
-    scenario: Scenario, bounds: Bounds, capsys: pytest.CaptureFixture[str]
+    scenario: Scenario, bounds: Bounds, say: Callable[[str], None]
 ) -> None:
     report = explore(scenario, bounds)
-    with capsys.disabled():
-        print(f"\n[exploration] {report.line()}")
-        print(f"[exploration]   faults injected: {dict(report.faults)}")
-        print(f"[exploration]   outcomes (actors; recovery): {dict(report.outcomes)}")
+    say(f"[exploration] {report.line()}")
+    say(f"[exploration]   faults injected: {dict(report.faults)}")
+    say(f"[exploration]   outcomes (actors; recovery): {dict(report.outcomes)}")
     assert report.counterexample is None, report.counterexample
     assert report.schedules > (40 if scenario.reserved_concurrency else 100)
     # every fault kind the bounds allow was injected somewhere, and (with crashes or lost

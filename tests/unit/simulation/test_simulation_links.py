@@ -12,6 +12,7 @@ explore``, part of ``make test``) keeps to its time budget.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -43,12 +44,11 @@ CASES = [
     ids=[f"{n.replace(' ', '-')}-{'approves' if a else 'never'}-{b.label()}" for n, a, b in CASES],
 )
 def test_every_schedule_of_the_links_keeps_their_invariants(
-    name: str, approve: bool, bounds: Bounds, capsys: pytest.CaptureFixture[str]
+    name: str, approve: bool, bounds: Bounds, say: Callable[[str], None]
 ) -> None:
     report = explore(name, approve, bounds)
-    with capsys.disabled():
-        print(f"\n[exploration] {report.line()}")
-        print(f"[exploration]   faults injected: {dict(report.faults)}")
+    say(f"[exploration] {report.line()}")
+    say(f"[exploration]   faults injected: {dict(report.faults)}")
     assert report.counterexample is None, report.counterexample
     assert report.schedules >= 5
     kinds = {kind for kind, n in (("crash", bounds.crashes), ("busy", bounds.busy)) if n}

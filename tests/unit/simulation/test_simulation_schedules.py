@@ -60,7 +60,7 @@ def violations(world: World) -> list[str]:
 
 
 def test_every_interleaving_of_two_rotators_keeps_the_guarantees(
-    capsys: pytest.CaptureFixture[str],
+    say: Callable[[str], None],
 ) -> None:
     outcomes: Counter[tuple[str, ...]] = Counter()
     refreshes: Counter[int] = Counter()
@@ -77,11 +77,10 @@ def test_every_interleaving_of_two_rotators_keeps_the_guarantees(
             bad.append((scheduler.trace, problems))
 
     schedules = explore(run_one, limit=LIMIT)
-    with capsys.disabled():
-        print(
-            f"\n[simulation] two rotators: {schedules} schedules explored; "
-            f"outcomes {dict(outcomes)}; refreshes per schedule {dict(refreshes)}"
-        )
+    say(
+        f"[simulation] two rotators: {schedules} schedules explored; "
+        f"outcomes {dict(outcomes)}; refreshes per schedule {dict(refreshes)}"
+    )
     assert bad == []
     assert schedules > 1
     assert refreshes == Counter({1: schedules})  # one refresh per due period, whoever wins

@@ -19,7 +19,7 @@ SCHEDULED = RotationRequest(forced=False, source="schedule")
 
 @pytest.mark.parametrize("pause", [0, 200], ids=["lease-held", "lease-expired"])
 def test_a_second_invocation_reading_stale_values_never_replays_a_token(
-    pause: float, capsys: pytest.CaptureFixture[str]
+    pause: float, say: Callable[[str], None]
 ) -> None:
     outcomes: Counter[str] = Counter()
     stale: Counter[int] = Counter()
@@ -58,10 +58,9 @@ def test_a_second_invocation_reading_stale_values_never_replays_a_token(
             bad.append(problems)
 
     schedules = explore(run_one, limit=5000)
-    with capsys.disabled():
-        print(
-            f"\n[simulation] stale reads after a rotation ({pause} s later): {schedules} "
-            f"schedules; outcomes {dict(outcomes)}; stale answers per schedule {dict(stale)}"
-        )
+    say(
+        f"[simulation] stale reads after a rotation ({pause} s later): {schedules} "
+        f"schedules; outcomes {dict(outcomes)}; stale answers per schedule {dict(stale)}"
+    )
     assert bad == []
     assert max(stale) >= 2  # schedules with several stale answers were explored
