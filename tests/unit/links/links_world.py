@@ -91,6 +91,7 @@ class World:
     bootstrap: Bootstrap
     clients: dict[str, Any]
     queue: str
+    aws_calls: list[str] = field(default_factory=list)  # every AWS operation, in order
     issued: int = 0
 
     def link(self, *, binding: int = AUTHORIZED_AT, now: int = NOW, lifetime: int = 86_400) -> str:
@@ -156,4 +157,9 @@ def world(aws_credentials: None) -> Iterator[World]:
             topic=Topic(topic, clients["sns"]),
             starts_per_hour=2,
         )
-        yield World(portal, bootstrap, clients, queue)
+        world = World(portal, bootstrap, clients, queue)
+        for client in clients.values():
+            client.meta.events.register(
+                "before-call", lambda model, **_: world.aws_calls.append(model.name)
+            )
+        yield world

@@ -1,5 +1,6 @@
-"""Whatever reaches the public URL, the links function answers one of its pages and starts
-nothing (hypothesis: any method, path, headers and body, and any JSON as the event); and two
+"""Whatever reaches the public URL, the links function answers one of its pages, starts
+nothing, reads no more than the signing key and does not say which stack it is (hypothesis:
+any method, path, headers and body, and any JSON as the event); and two
 presses of the same button at once start one authorization and use the link once."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from cmstoken.core.errors import ConfigurationError
 from cmstoken.links.events import read_event
 from cmstoken.links.web import Request, handle
 from support import load_event
-from unit.links.links_world import DOMAIN, NOW, World, world
+from unit.links.links_world import DOMAIN, NOW, STACK, World, world
 
 __all__ = ["world"]  # the fixture
 
@@ -44,11 +45,16 @@ LENIENT = settings(
 def test_any_request_gets_a_page_and_starts_nothing(
     world: World, method: str, path: str, headers: dict[str, str], body: bytes
 ) -> None:
+    world.aws_calls.clear()
     answer = handle(Request(method, path, DOMAIN, headers, body), world.portal, NOW)
     assert answer["statusCode"] in ANSWERS
     assert answer["headers"]["Content-Type"] == "text/html; charset=utf-8"
-    assert "start" not in world.bootstrap.calls
+    # no link this stack signed: at most the signing key is read, the stack is not named
+    assert world.bootstrap.calls == []
     assert world.bootstrap.sent == []
+    assert world.aws_calls in ([], ["GetSecretValue"])
+    assert STACK.account not in answer["body"]
+    assert STACK.name not in answer["body"]
 
 
 JSON = st.recursive(

@@ -128,29 +128,60 @@ def sign(claims: Claims, key: bytes) -> str:
     return token
 
 
-def check(token: str, key: bytes, expected: Expected, now: int) -> Checked:
-    """The claims of a valid ``token``, or the first reason to refuse it (see ``Refusal``).
+@dataclass(frozen=True)
+class Addressed:
+    """A well-formed token addressed to the expected stack: its claims, not yet verified."""
 
-    Never raises for any ``token``; ValueError only for a key shorter than 32 bytes."""
-    _require_key(key)
+    claims: Claims
+    payload: str
+    mac: bytes
+
+
+def addressed(token: str, stack: str, account: str, region: str, now: int) -> Addressed | Refusal:
+    """The first stage of ``check``, which needs neither the key nor the stack's state: the
+    token is well formed, names this stack, account and region, and is not dated in the
+    future; otherwise ``FORGED``. Never raises."""
     parsed = _parse(token)
     if parsed is None:
         return Refusal.FORGED
     claims, payload, mac = parsed
-    meant_for = (claims.stack, claims.account, claims.region)
-    if meant_for != (expected.stack, expected.account, expected.region):
+    if (claims.stack, claims.account, claims.region) != (stack, account, region):
         return Refusal.FORGED
     if claims.issued_at > now + CLOCK_SKEW:
         return Refusal.FORGED
-    if claims.key_id != key_id(key):
+    return Addressed(claims, payload, mac)
+
+
+def verified(token: Addressed, key: bytes, now: int) -> Claims | Refusal:
+    """The second stage, with the key alone: signed with this key (``VOID_KEY``), by it
+    (``TAMPERED``), and not expired (``EXPIRED``). ValueError for a key under 32 bytes."""
+    _require_key(key)
+    if token.claims.key_id != key_id(key):
         return Refusal.VOID_KEY
-    if not hmac.compare_digest(mac, _mac(key, payload)):
+    if not hmac.compare_digest(token.mac, _mac(key, token.payload)):
         return Refusal.TAMPERED
-    if claims.expires_at <= now:
+    if token.claims.expires_at <= now:
         return Refusal.EXPIRED
-    if claims.binding != expected.binding:
-        return Refusal.VOID_AUTHORIZED
-    return claims
+    return token.claims
+
+
+def bound(claims: Claims, binding: int) -> Checked:
+    """The last stage, with the stack's state: the link is for the current credential."""
+    return claims if claims.binding == binding else Refusal.VOID_AUTHORIZED
+
+
+def check(token: str, key: bytes, expected: Expected, now: int) -> Checked:
+    """The claims of a valid ``token``, or the first reason to refuse it (see ``Refusal``):
+    ``addressed``, ``verified`` and ``bound`` in turn, for a caller that holds the key and the
+    binding already (a page reads each only once the stage before it passed).
+
+    Never raises for any ``token``; ValueError only for a key shorter than 32 bytes."""
+    _require_key(key)
+    found = addressed(token, expected.stack, expected.account, expected.region, now)
+    if isinstance(found, Refusal):
+        return found
+    claims = verified(found, key, now)
+    return claims if isinstance(claims, Refusal) else bound(claims, expected.binding)
 
 
 def form_proof(key: bytes, claims: Claims) -> str:

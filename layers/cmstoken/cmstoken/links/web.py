@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +26,8 @@ MAX_BODY = 4096
 METHODS = ("GET", "HEAD", "POST")
 _ROUTE = re.compile(r"/l/([A-Za-z0-9._-]{1,512})")
 _SAME_SITE = frozenset({"same-origin", "none"})
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,10 @@ def answer(page: Page, **extra: str) -> dict[str, Any]:
 
 
 def handle(request: Request, portal: Portal, now: int) -> dict[str, Any]:
-    """The answer to ``request``."""
+    """The answer to ``request``. Nothing is read for a request that is not a link addressed
+    to this stack; only the signing key until its signature holds, and only then the stack's
+    state; a page says which stack, account and Region only to a link whose signature holds.
+    The stack's trouble (the bootstrap, the key, the table) is a 503 page, its kind logged."""
     route = _ROUTE.fullmatch(request.path)
     if route is None:
         return answer(refused_page(None, status=404, title="Not found", explanation=_NOT_FOUND))
@@ -106,14 +112,29 @@ def handle(request: Request, portal: Portal, now: int) -> dict[str, Any]:
         return answer(page, Allow=", ".join(METHODS))
     if len(request.body) > MAX_BODY:
         return answer(refused_page(None, status=413, title="Too large", explanation=_TOO_LARGE))
-    key, state = portal.key(), portal.state()
-    expected = tokens.Expected(
-        stack=portal.stack.name,
-        account=portal.stack.account,
-        region=portal.stack.region,
-        binding=state.binding,
-    )
-    checked = tokens.check(route.group(1), key, expected, now)
+    stack = portal.stack
+    token = tokens.addressed(route.group(1), stack.name, stack.account, stack.region, now)
+    if isinstance(token, Refusal):
+        return _refused(None, token)
+    try:
+        key = portal.key()
+    except CmsTokenError as exc:
+        return _unavailable(request, None, exc)
+    claims = tokens.verified(token, key, now)
+    if isinstance(claims, Refusal):  # expired: signed by this stack, so it may say which
+        return _refused(stack if claims is Refusal.EXPIRED else None, claims)
+    try:
+        return _signed(request, portal, key, claims, now)
+    except CmsTokenError as exc:
+        return _unavailable(request, stack, exc)
+
+
+def _signed(
+    request: Request, portal: Portal, key: bytes, signed: tokens.Claims, now: int
+) -> dict[str, Any]:
+    """The answer to a link whose signature holds."""
+    state = portal.state()
+    checked = tokens.bound(signed, state.binding)
     if isinstance(checked, Refusal):
         return _refused(portal.stack, checked)
     if request.method == "POST":
@@ -210,18 +231,26 @@ def _same_origin(request: Request) -> bool:
     return site is None or site in _SAME_SITE
 
 
-def _refused(stack: Stack, refusal: Refusal) -> dict[str, Any]:
-    text = refusal.explanation.replace("NAME", stack.name)
+def _refused(stack: Stack | None, refusal: Refusal) -> dict[str, Any]:
+    """A refusal's page; ``None``: to a caller who may not learn which stack this is."""
+    text = refusal.explanation.replace("NAME", _UNNAMED if stack is None else stack.name)
     page = refused_page(stack, status=403, title=refusal.title, explanation=text, fallback=False)
     return answer(page)
 
 
-def unavailable(stack: Stack) -> dict[str, Any]:
-    """The answer when the stack could not be reached (the bootstrap, the key, the table)."""
-    page = refused_page(stack, status=503, title=_DOWN, explanation=_DOWN_TEXT)
+def _unavailable(request: Request, stack: Stack | None, exc: CmsTokenError) -> dict[str, Any]:
+    """The answer when the stack could not be reached; its kind logged (never the link, which
+    is in the path)."""
+    logger.error(
+        "link page failed",
+        extra={"method": request.method, "kind": type(exc).__name__, "error": str(exc)},
+    )
+    explanation = _DOWN_TEXT if stack is not None else _DOWN_TEXT_UNNAMED
+    page = refused_page(stack, status=503, title=_DOWN, explanation=explanation)
     return answer(page, **{"Retry-After": "60"})
 
 
+_UNNAMED = "<stack name>"  # a page that may not say which stack this is
 _NOT_FOUND = "There is nothing at this address. Re-authorization links start with /l/."
 _METHOD = "A re-authorization link is opened (GET) and its page's button sends a POST."
 _TOO_LARGE = "The request is larger than a re-authorization page ever sends."
@@ -239,3 +268,7 @@ _BUSY_TEXT = (
 )
 _DOWN = "The stack could not be reached"
 _DOWN_TEXT = "The stack did not answer. Try again in a minute, or use the fallback command below."
+_DOWN_TEXT_UNNAMED = (
+    "The stack did not answer. Try again in a minute, or run `cmstoken-admin --stack "
+    f"{_UNNAMED} bootstrap` with the account's AWS credentials."
+)
