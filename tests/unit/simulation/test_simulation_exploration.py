@@ -59,14 +59,15 @@ CASES: list[tuple[Scenario, Bounds]] = [
     (DUPLICATE_FORCED, SLOW),
     *((scenario, LAMBDA) for scenario in ON_LAMBDA),
 ]
+# At the deeper bounds, a forced request delivered twice past the debounce is left out: it takes
+# the very schedules of two scheduled runs of a due token (the same counts at every bound it ran
+# at, docs/how-we-know-it-holds.md), and it doubled the time of `make verify`.
 if PROFILE == "verify":
     CASES = [
         (TWO_ROTATORS, VERIFY),
-        (DUPLICATE_FORCED, VERIFY),
         (TWO_ROTATORS, BUSY_VERIFY),
         (SCHEDULED_AND_DUPLICATE_FORCED, THREE_VERIFY),
         (TWO_ROTATORS, SLOW_VERIFY),
-        (DUPLICATE_FORCED, SLOW_VERIFY),
         *((scenario, LAMBDA_VERIFY) for scenario in ON_LAMBDA),
         (on_lambda(300.0, FORCED), LAMBDA_VERIFY),
     ]
