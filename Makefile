@@ -108,7 +108,7 @@ test: lint template build browser ## Every check: lint, types, template, build, 
 EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
   tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py
 
-explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (at most 3 min)
+explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
 verify: $(STAMP) ## The exploration at deeper bounds (about 25 min on 2 CPUs), printing the counts
