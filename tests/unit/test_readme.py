@@ -88,3 +88,20 @@ def test_the_organisation_examples_call_of_the_helper_is_one_it_takes() -> None:
     provider = eval(call_text, names)  # noqa: S307 (the README's own text, checked above)
     assert provider.replica_regions == ("eu-west-1",)
     assert provider.event_bus == bus
+
+
+def test_the_organisation_examples_share_reaches_the_units_its_stack_set_deploys_to() -> None:
+    """The README shares the token with an organisational unit and its StackSet recipe
+    (docs/organisation-consumers.md) deploys the consumer policy to that unit: a StackSet
+    deployed to an OU reaches the accounts of its child OUs too (CloudFormation User Guide,
+    StackSets with service-managed permissions: "all accounts in the target OU and its child
+    OUs"), so each unit path must end in ``/*`` (aws:PrincipalOrgPaths compared with StringLike;
+    without it, accounts of a child unit get the policy and are refused by the secret). StackSets
+    never deploy to the management account ("StackSets doesn't deploy stack instances to the
+    organization's management account"): the recipe says so."""
+    text = (ROOT / "README.md").read_text()
+    (paths,) = re.findall(r"ConsumerOrganizationalUnitPaths=(\S+)", text)
+    assert all(path.endswith("/*") for path in paths.split(","))
+    recipe = " ".join((ROOT / "docs" / "organisation-consumers.md").read_text().split())
+    assert "StackSets never deploy to the organisation's management account" in recipe
+    assert "must end in `/*`" in recipe
