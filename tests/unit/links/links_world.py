@@ -116,6 +116,12 @@ class World:
         return [json.loads(json.loads(m["Body"])["Message"]) for m in found.get("Messages", [])]
 
 
+def tamper(link: str) -> str:
+    """The link with the first character of its signature changed."""
+    head, payload, mac = link.split(".")
+    return f"{head}.{payload}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
+
+
 def get(path: str, **headers: str) -> Request:
     return Request(method="GET", path=path, domain=DOMAIN, headers=headers)
 

@@ -29,6 +29,7 @@ from unit.links.links_world import (
     World,
     get,
     post,
+    tamper,
     world,
 )
 
@@ -143,11 +144,6 @@ def test_another_link_shows_the_pending_authorization_instead_of_starting_anothe
     assert "start" not in world.bootstrap.calls
     assert world.bootstrap.sent == [{"action": "poll"}]  # polled, however many polls there are
     assert world.table_items() == [f"poll#{NOW - NOW % 3600}"]  # the link stays usable
-
-
-def tamper(link: str) -> str:
-    head, payload, mac = link.split(".")
-    return f"{head}.{payload}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
 
 
 @pytest.mark.parametrize(

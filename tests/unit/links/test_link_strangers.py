@@ -16,7 +16,16 @@ from cmstoken.links import tokens
 from cmstoken.links.refusals import Refusal
 from cmstoken.links.stack import Stack
 from cmstoken.links.web import Request, handle
-from unit.links.links_world import AUTHORIZED_AT, DOMAIN, KEY_TEXT, NOW, STACK, World, world
+from unit.links.links_world import (
+    AUTHORIZED_AT,
+    DOMAIN,
+    KEY_TEXT,
+    NOW,
+    STACK,
+    World,
+    tamper,
+    world,
+)
 
 __all__ = ["world"]  # the fixture
 
@@ -28,11 +37,6 @@ def signed(stack: Stack, key: bytes = KEY_TEXT.encode(), now: int = NOW) -> str:
         stack, binding=AUTHORIZED_AT, key=key, now=now, nonce=b"\x07" * tokens.NONCE_BYTES
     )
     return token
-
-
-def tamper(link: str) -> str:
-    head, payload, mac = link.split(".")
-    return f"{head}.{payload}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
 
 
 # Links that are not addressed to this stack: refused before anything is read.

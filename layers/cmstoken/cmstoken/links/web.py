@@ -18,7 +18,7 @@ from cmstoken.aws.link_state import LinkUse
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.links import tokens
 from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
-from cmstoken.links.refusals import Refusal
+from cmstoken.links.refusals import FALLBACK, Refusal
 from cmstoken.links.stack import Stack
 from cmstoken.links.stack_state import Pending, StackState
 
@@ -269,6 +269,5 @@ _BUSY_TEXT = (
 _DOWN = "The stack could not be reached"
 _DOWN_TEXT = "The stack did not answer. Try again in a minute, or use the fallback command below."
 _DOWN_TEXT_UNNAMED = (
-    "The stack did not answer. Try again in a minute, or run `cmstoken-admin --stack "
-    f"{_UNNAMED} bootstrap` with the account's AWS credentials."
+    f"The stack did not answer. Try again in a minute, or {FALLBACK.replace('NAME', _UNNAMED)}."
 )
