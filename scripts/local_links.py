@@ -1,7 +1,8 @@
 """One-click re-authorization on this machine, for `make demo` and the tests: the links function
 behind a local function URL (function_url.py), the bootstrap and the links function behind a
-local Lambda API (local_stack.LambdaEndpoint: queued invocations, the destination bootstrap ->
-links, the links function's URL), and in moto (at ``AWS_ENDPOINT_URL``) the signing key, the
+local Lambda API (local_stack.LambdaEndpoint: queued invocations, the bootstrap's alias
+``links`` that the links function invokes and its destination, the links function, and the
+links function's URL), and in moto (at ``AWS_ENDPOINT_URL``) the signing key, the
 links' table and the alarm topic with a queue subscribed, from which the notices are read.
 `LocalLinks.press` is a browser-free client: it opens a link and presses its button with the
 page's proof and the headers a browser sends with a page's own form (same origin)."""
@@ -176,13 +177,14 @@ def local_links(
     import boto3
 
     from cmstoken.cli.admin.invokers import LocalInvoker
+    from cmstoken.core.link_tags import LINKS_ALIAS
 
     made = create_resources(stack_name)
     for name, value in {
         "STACK_NAME": stack_name,
         "LINKS_KEY_SECRET_ID": made["key"],
         "LINKS_TABLE": made["table"],
-        "BOOTSTRAP_FUNCTION_NAME": bootstrap,
+        "BOOTSTRAP_FUNCTION_NAME": f"{bootstrap}:{LINKS_ALIAS}",
         "ALARM_TOPIC_ARN": made["topic"],
         "REAUTHORIZATION_WARNING_SECONDS": str(WARNING_SECONDS),
         "AWS_DEFAULT_REGION": REGION,
@@ -201,8 +203,9 @@ def local_links(
         endpoint = LambdaEndpoint(
             invoker,
             (bootstrap, links),
-            destinations={bootstrap: links},
+            destinations={f"{bootstrap}:{LINKS_ALIAS}": links},
             urls={links: url.origin + "/"},
+            aliases={bootstrap: (LINKS_ALIAS,)},
         ).start()
         setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
         sqs = boto3.client("sqs")

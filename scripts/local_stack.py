@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOTSTRAP, ROTATOR = "local-bootstrap", "local-rotator"
@@ -274,10 +274,13 @@ def _values(value: Any) -> list[Any]:
 class LambdaEndpoint:
     """The Lambda API on 127.0.0.1 (``AWS_ENDPOINT_URL_LAMBDA``), running the local functions
     in-process: ``Invoke`` (a function's exception is a ``FunctionError`` result, an unknown
-    function a ``ResourceNotFoundException``, as in Lambda); with ``InvocationType`` ``Event``,
-    202 at once and the invocation run on a thread, its invocation record then sent to the
-    function's destination (``destinations``: function -> function) as Lambda sends one; and
-    ``GetFunctionUrlConfig`` for the functions in ``urls``."""
+    function or alias a ``ResourceNotFoundException``, as in Lambda); with ``InvocationType``
+    ``Event``, 202 at once and the invocation run on a thread, its invocation record then sent
+    to the destination of the function or alias invoked (``destinations``: ``name`` or
+    ``name:alias`` -> function; Lambda keeps a destination per qualifier) as Lambda sends one;
+    and ``GetFunctionUrlConfig`` for the functions in ``urls``. A function is invoked by name
+    or ARN, qualified (``:alias``, ``:$LATEST``, or ``?Qualifier=``) or not; ``aliases`` names
+    each function's aliases, whose invocations the handler sees in ``invoked_function_arn``."""
 
     def __init__(
         self,
@@ -286,9 +289,11 @@ class LambdaEndpoint:
         *,
         destinations: Mapping[str, str] | None = None,
         urls: Mapping[str, str] | None = None,
+        aliases: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.invoker = invoker
         self.functions = functions
+        self.aliases = dict(aliases or {})
         self.destinations = dict(destinations or {})
         self.urls = dict(urls or {})
         self.queued: list[threading.Thread] = []
@@ -319,17 +324,17 @@ class LambdaEndpoint:
 
     def answer(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
         """Status, headers and JSON body of one invocation."""
-        name = _name(function)
-        if name not in self.functions:
-            return self._missing(name)
+        name = self._qualified(function)
+        if name is None:
+            return self._missing(function)
         failed, result = self._run(name, json.loads(body or b"{}"))
         return 200, {"X-Amz-Function-Error": "Unhandled"} if failed else {}, result
 
     def queue(self, function: str, body: bytes) -> tuple[int, dict[str, str], Any]:
         """Accept an ``Event`` invocation: run it on a thread, then send its record on."""
-        name = _name(function)
-        if name not in self.functions:
-            return self._missing(name)
+        name = self._qualified(function)
+        if name is None:
+            return self._missing(function)
         payload = json.loads(body or b"{}")
         # A daemon: an invocation still running when the process ends (Ctrl-C) does not hold it.
         thread = threading.Thread(target=self._deliver, args=(name, payload), daemon=True)
@@ -343,6 +348,16 @@ class LambdaEndpoint:
             return self._missing(name)
         config = {"FunctionUrl": self.urls[name], "FunctionArn": function_arn(name)}
         return 200, {}, {**config, "AuthType": "NONE", "InvokeMode": "BUFFERED"}
+
+    def _qualified(self, function: str) -> str | None:
+        """``name`` or ``name:alias`` of what ``function`` (a name or ARN, qualified or not)
+        invokes; ``None``: no such function or alias here."""
+        name, _, qualifier = _name(function).partition(":")
+        if name not in self.functions:
+            return None
+        if qualifier in ("", "$LATEST"):
+            return name
+        return f"{name}:{qualifier}" if qualifier in self.aliases.get(name, ()) else None
 
     def _run(self, name: str, payload: Any) -> tuple[bool, Any]:
         from cmstoken.cli.admin.errors import AdminError
@@ -361,12 +376,13 @@ class LambdaEndpoint:
         response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
         if failed:
             response["functionError"] = "Unhandled"
+        qualified = name if ":" in name else name + ":$LATEST"
         record = {
             "version": "1.0",
             "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
             "requestContext": {
                 "requestId": f"local-{time.monotonic_ns()}",
-                "functionArn": function_arn(name) + ":$LATEST",
+                "functionArn": function_arn(qualified),
                 "condition": "RetriesExhausted" if failed else "Success",
                 "approximateInvokeCount": 1,
             },
@@ -377,8 +393,8 @@ class LambdaEndpoint:
         self._run(destination, record)
 
     @staticmethod
-    def _missing(name: str) -> tuple[int, dict[str, str], Any]:
-        error = {"Type": "User", "Message": f"Function not found: {function_arn(name)}"}
+    def _missing(function: str) -> tuple[int, dict[str, str], Any]:
+        error = {"Type": "User", "Message": f"Function not found: {function_arn(_name(function))}"}
         return 404, {"x-amzn-ErrorType": "ResourceNotFoundException"}, error
 
     def _handler(self) -> Any:
@@ -391,10 +407,15 @@ class LambdaEndpoint:
                 body = self.rfile.read(length)
                 if len(parts) != 5 or parts[2] != "functions" or parts[4] != "invocations":
                     self._send(404, {"x-amzn-ErrorType": "UnknownOperation"}, {})
-                elif self.headers.get("X-Amz-Invocation-Type") == "Event":
-                    self._send(*endpoint.queue(unquote(parts[3]), body))
+                    return
+                function = unquote(parts[3])
+                qualifier = parse_qs(urlsplit(self.path).query).get("Qualifier")
+                if qualifier:
+                    function = f"{_name(function).partition(':')[0]}:{qualifier[0]}"
+                if self.headers.get("X-Amz-Invocation-Type") == "Event":
+                    self._send(*endpoint.queue(function, body))
                 else:
-                    self._send(*endpoint.answer(unquote(parts[3]), body))
+                    self._send(*endpoint.answer(function, body))
 
             def do_GET(self) -> None:
                 parts = self.path.split("?")[0].split("/")
@@ -419,10 +440,11 @@ class LambdaEndpoint:
 
 
 def _name(function: str) -> str:
-    """A function's name from its name or ARN (with or without a qualifier)."""
+    """A function's name, with its qualifier when it has one (``name:qualifier``), from its
+    name or ARN."""
     if not function.startswith("arn:"):
         return function
-    return function.split(":")[6]
+    return ":".join(function.split(":")[6:8])
 
 
 class LocalSchedule:

@@ -32,10 +32,12 @@ class FakeLambdaContext:
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = "/aws/lambda/cmstoken-rotator"
     log_stream_name: str = "2026/11/22/[$LATEST]0123456789abcdef"
+    qualifier: str | None = None  # the alias (or version) the caller named, if any
 
     @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+        arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+        return arn if self.qualifier is None else f"{arn}:{self.qualifier}"
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_millis

@@ -36,10 +36,19 @@ class Stack:
     context_factory: Callable[[], Any]
     aws_calls: Counter[str] = field(default_factory=Counter)
 
-    def invoke(self, function: str, event: Any, *, remaining_ms: int = 120_000) -> Any:
-        """Run a function's handler in-process with a fresh context."""
+    def invoke(
+        self,
+        function: str,
+        event: Any,
+        *,
+        remaining_ms: int = 120_000,
+        qualifier: str | None = None,
+    ) -> Any:
+        """Run a function's handler in-process with a fresh context (invoked through the
+        alias ``qualifier``, when given)."""
         context = self.context_factory()
         context.remaining_millis = remaining_ms
+        context.qualifier = qualifier
         return load_handler(function)(event, context)
 
     def refresh_document(self) -> RefreshSecret:

@@ -26,10 +26,11 @@ PSEUDO = {
 }
 
 # Resource types with no name of their own in a namespace stacks share: attachments to a named
-# resource, or ids AWS generates.
+# resource (an alias's name is its function's), or ids AWS generates.
 NAMELESS = frozenset(
     {
         "AWS::KMS::Key",
+        "AWS::Lambda::Alias",
         "AWS::Lambda::Permission",
         "AWS::Lambda::EventInvokeConfig",
         "AWS::Lambda::Url",

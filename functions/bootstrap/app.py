@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
 from cmstoken.bootstrap import BootstrapRequest
+from cmstoken.bootstrap.request import through_links
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.observability import (
     logger,
@@ -21,11 +22,13 @@ from cmstoken.observability import (
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    """``{"action": "start" | "poll" | "status"}``; failures of start and poll are results."""
+    """``{"action": "start" | "poll" | "status"}``; failures of start and poll are results.
+    Through the links' alias, a request may ask only what a link may (``BootstrapRequest``)."""
     tag_version()
     deadline = runtime.CLOCK.now() + context.get_remaining_time_in_millis() / 1000
     try:
-        request = BootstrapRequest.from_event(event)
+        via_links = through_links(context.invoked_function_arn)
+        request = BootstrapRequest.from_event(event, via_links=via_links)
     except CmsTokenError:
         record_bootstrap("failed")
         raise

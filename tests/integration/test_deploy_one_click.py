@@ -53,6 +53,7 @@ NOT_CREATED_BY_MOTO = {
     "LinksReadOwnUrl": "AWS::IAM::RolePolicy",
     "BootstrapSendsOutcomesToLinks": "AWS::IAM::RolePolicy",
     "BootstrapOutcomeDestinations": "AWS::Lambda::EventInvokeConfig",
+    "BootstrapLinksAlias": "AWS::Lambda::Alias",
     "LinksFunctionReminder": "AWS::Scheduler::Schedule",
     "LinkSigningKeySecret": "AWS::SecretsManager::Secret",
     "LinkSigningKeySecretPolicy": "AWS::SecretsManager::ResourcePolicy",
@@ -76,6 +77,7 @@ COVERED_BY = {
         "test_the_bootstraps_asynchronous_outcomes_go_to_the_links_function_unretried"
     ),
     "AWS::Scheduler::Schedule": "test_the_daily_reminder_asks_the_links_function_to_remind",
+    "AWS::Lambda::Alias": "test_the_links_reach_the_bootstrap_only_through_its_alias",
     "AWS::SecretsManager::Secret": "test_the_signing_key_is_generated_and_goes_with_the_stack",
     "AWS::SecretsManager::ResourcePolicy": (
         "test_the_signing_keys_policy_denies_reading_to_all_but_the_links_role"
@@ -121,7 +123,9 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
         "LINKS_TABLE": table,
         "LINKS_STARTS_PER_HOUR": "6",
     }
-    assert variables["BOOTSTRAP_FUNCTION_NAME"] == stack.physical_id("BootstrapFunction")
+    # The bootstrap's alias (moto creates none: its stand-in's ARN)
+    alias = stack.stand_ins["BootstrapLinksAlias"].ref
+    assert variables["BOOTSTRAP_FUNCTION_NAME"] == alias
     assert variables["ALARM_TOPIC_ARN"] == stack.physical_id("AlarmTopic")
     # A Number parameter's Ref: a string in CloudFormation, an int in moto's.
     assert str(variables["REAUTHORIZATION_WARNING_SECONDS"]) == "2160000"
@@ -152,12 +156,9 @@ def test_the_links_function_is_wired_to_its_own_stacks_resources(deployer: Deplo
         statement["Sid"]: statement["Resource"] for statement in inline_statements(role["RoleName"])
     }
     table_arn = description["TableArn"]
-    bootstrap = server_client("lambda").get_function_configuration(
-        FunctionName=stack.physical_id("BootstrapFunction")
-    )
     assert granted["ReadTheLinkSigningKey"] == key_arn
     assert granted["KeepTheLinkState"] == table_arn
-    assert granted["AskTheBootstrap"] == bootstrap["FunctionArn"]
+    assert granted["AskTheBootstrapThroughItsLinksAlias"] == alias
     assert granted["SendNotices"] == stack.physical_id("AlarmTopic")
     assert granted["PublishThroughTheStacksTopicKey"].endswith(stack.physical_id("AlarmTopicKey"))
     flat = json.dumps(granted)

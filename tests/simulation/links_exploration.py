@@ -56,6 +56,7 @@ from cmstoken.aws.link_state import KEY, LinkState
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.topic import Topic
 from cmstoken.core.errors import ReauthorizationRequiredError
+from cmstoken.core.link_tags import LINKS_ALIAS
 from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
 from cmstoken.links.events import Outcome, Remind
@@ -110,8 +111,9 @@ class LambdaModel:
             self.interceptor("lambda", "InvokeAsync:queue", lambda: self.queued.append(payload))
             return {"StatusCode": 202}
         self.interceptor("lambda", f"Invoke:{payload['action']}", lambda: None)
+        via_links = FunctionName.endswith(f":{LINKS_ALIAS}")
         try:
-            result = self.world.bootstrap(payload["action"], seconds=20)
+            result = self.world.bootstrap(seconds=20, via_links=via_links, **payload)
         except Exception as exc:
             body = {"errorType": type(exc).__name__, "errorMessage": "(not shown)"}
             return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _body(body)}
@@ -134,6 +136,7 @@ class LinksWorld:
     keys: SecretsManagerModel = field(default_factory=SecretsManagerModel)
     sent: dict[int, str] = field(default_factory=dict)  # links sent, by serial
     poll_results: dict[str, Any] = field(default_factory=dict)  # a poller's, once it ended
+    poll_links: dict[str, str] = field(default_factory=dict)  # the link a poller polls for
 
     def app(self) -> LinksApp:
         portal = AwsPortal(
@@ -141,7 +144,7 @@ class LinksWorld:
             locate=lambda: URL,
             secrets=SecretStore(cast(Any, self.keys)),
             key_secret_id=KEY_SECRET,
-            bootstrap=FunctionCaller("bootstrap", client=cast(Any, self.functions)),
+            bootstrap=FunctionCaller(f"bootstrap:{LINKS_ALIAS}", client=cast(Any, self.functions)),
             table=LinkState(TABLE, client=cast(Any, self.table)),
             topic=Topic(self.topic_arn, client=cast(Any, self.topic)),
             starts_per_hour=STARTS_PER_HOUR,
@@ -182,11 +185,14 @@ class LinksWorld:
     def remind(self, reason: str) -> dict[str, Any]:
         return cast(dict[str, Any], self.app().handle(Remind(reason)))
 
-    def poll_and_report(self, poller: str) -> dict[str, Any]:
-        """A queued background poll (by ``poller``), and its outcome delivered to the links."""
+    def poll_and_report(self, poller: str, link: str) -> dict[str, Any]:
+        """A queued background poll (by ``poller``) of what the link tagged ``link`` started,
+        and its outcome delivered to the links."""
         self.poll_results.pop(poller, None)
-        self.poll_results[poller] = result = self.world.bootstrap("poll", seconds=60)
-        return cast(dict[str, Any], self.app().handle(Outcome(result)))
+        self.poll_links[poller] = link
+        result = self.world.bootstrap("poll", seconds=60, via_links=True, link=link)
+        self.poll_results[poller] = result
+        return cast(dict[str, Any], self.app().handle(Outcome(result, link=link)))
 
     def link_of(self, serial: int) -> str:
         """The link with ``serial`` the stack sent before the scenario began."""
@@ -195,9 +201,11 @@ class LinksWorld:
     def resume_poll(self, poller: str) -> dict[str, Any]:
         """Lambda's retry of ``poller``'s poll and its outcome: the outcome alone when the poll
         ended (its destination record is kept), otherwise both."""
+        link = self.poll_links[poller]
         if poller not in self.poll_results:
-            return self.poll_and_report(poller)
-        return cast(dict[str, Any], self.app().handle(Outcome(self.poll_results[poller])))
+            return self.poll_and_report(poller, link)
+        outcome = Outcome(self.poll_results[poller], link=link)
+        return cast(dict[str, Any], self.app().handle(outcome))
 
     def items(self) -> dict[str, dict[str, Any]]:
         return {i[KEY]["S"]: i for i in self.table.scan(TableName=TABLE)["Items"]}
@@ -312,11 +320,9 @@ class LinksHarness(Harness):
             for _ in range(10):
                 if not lw.functions.queued:
                     break
-                lw.functions.queued.pop(0)
+                link = lw.functions.queued.pop(0)["link"]
                 self.checker.polling = True
-                self._run_recovery(
-                    "poll", lambda: self.checker.report(lw.poll_and_report("queued"))
-                )
+                self._run_recovery("poll", partial(self._queued_poll, link))
                 self.checker.polling = False
             if not self.checker.approve:  # every link pressed again, nothing pending: each
                 for name, serial in self.checker.scenario.links.items():  # starts at most once
@@ -331,6 +337,9 @@ class LinksHarness(Harness):
             self.recovering = False
         if self.violation is None:
             self.violation = self.checker.final(len(self.steps))
+
+    def _queued_poll(self, link: str) -> Any:
+        return self.checker.report(self.links_world.poll_and_report("queued", link))
 
     def _expire_pending(self) -> None:
         """Time passes until the pending code, if any, has expired."""
@@ -552,9 +561,9 @@ def run_schedule(
     )
     lw.keys.create_secret(Name=KEY_SECRET, SecretString=KEY_TEXT)
     harness.links_world = lw
-    lw.sent = {serial: lw.link(serial) for serial in set(scenario.links.values())}
-    if scenario.name in ("outcome and reminder", "two polls"):
-        started = world.bootstrap("start")
+    lw.sent = {serial: lw.link(serial) for serial in set(scenario.links.values()) or {1}}
+    if scenario.name in ("outcome and reminder", "two polls"):  # link 1 started it
+        started = world.bootstrap("start", via_links=True, link=_tag(lw, 1))
         world.identity.approve(started["user_code"])
         world.clock.advance(5)
     checker = LinksChecker(lw, scenario, approve)
@@ -568,12 +577,20 @@ def run_schedule(
     return harness
 
 
+def _tag(lw: LinksWorld, serial: int) -> str:
+    """The tag of the link with ``serial`` the stack sent."""
+    now = int(lw.world.clock.now())
+    claims = tokens.check(lw.sent[serial], KEY_TEXT.encode(), _expected(lw.binding()), now)
+    assert isinstance(claims, tokens.Claims)
+    return tokens.tag(claims)
+
+
 def _actor_body(lw: LinksWorld, scenario: Scenario, name: str) -> Callable[[], Any]:
     if name in scenario.links:
         link = lw.link_of(scenario.links[name])
         return lambda: lw.press(link)
     if name.startswith(POLLER):
-        return lambda: lw.poll_and_report(name)
+        return lambda: lw.poll_and_report(name, _tag(lw, 1))
     return lambda: lw.remind(name.removeprefix("remind-"))
 
 

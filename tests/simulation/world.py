@@ -150,10 +150,13 @@ class World:
         """A bootstrap invocation, built as ``cmstoken.runtime.bootstrapper()`` builds it."""
         return Bootstrapper(self.settings, store=self.store, service=self.service, clock=self.clock)
 
-    def bootstrap(self, action: str, *, seconds: float = 60, **fields: Any) -> dict[str, Any]:
-        """One bootstrap invocation of ``{"action": action, **fields}`` with ``seconds`` left,
-        as the bootstrap function runs it; its result."""
-        request = BootstrapRequest.from_event({"action": action, **fields})
+    def bootstrap(
+        self, action: str, *, seconds: float = 60, via_links: bool = False, **fields: Any
+    ) -> dict[str, Any]:
+        """One bootstrap invocation of ``{"action": action, **fields}`` with ``seconds`` left
+        (``via_links``: through the links' alias), as the bootstrap function runs it; its
+        result."""
+        request = BootstrapRequest.from_event({"action": action, **fields}, via_links=via_links)
         return self.bootstrapper().handle(request, deadline=self.clock.now() + seconds)
 
     def pending_user_code(self) -> str:

@@ -35,12 +35,15 @@ USER_CODE = "WDJB-MJHT"
 
 @dataclass
 class Bootstrap:
-    """The bootstrap's contract: ``status`` (metadata), ``start`` (a pending authorization,
-    the same one while it is valid) and ``poll`` (queued)."""
+    """The bootstrap's contract through the links' alias: ``status`` (metadata: what is
+    pending, without its code), ``start`` (a pending authorization for the asking link, the
+    same one while it is valid; another's only says until when) and ``poll`` (queued)."""
 
     status: str = "active"
     authorized_at: int | None = AUTHORIZED_AT
     pending_until: int | None = None
+    pending_link: str | None = None  # the tag of the link that started it; None: an operator
+    authorizations: int = 0  # started by a link's start
     calls: list[str] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
     down: bool = False
@@ -55,7 +58,10 @@ class Bootstrap:
             if self.refuse_start:
                 raise FunctionUnavailableError("cannot invoke bootstrap: ThrottlingException")
             if self.pending_until is None or self.pending_until <= self.now:
-                self.pending_until = self.now + 900
+                self.pending_until, self.pending_link = self.now + 900, payload["link"]
+                self.authorizations += 1
+            elif self.pending_link != payload["link"]:
+                return {"status": "pending_elsewhere", "expires_at": to_iso(self.pending_until)}
             return {"status": "pending", **self._pending(), "verification_uri": "https://idp/d"}
         assert payload["action"] == "status"
         authorized = None if self.authorized_at is None else to_iso(self.authorized_at)
@@ -70,7 +76,9 @@ class Bootstrap:
                 else to_iso(self.authorized_at + 30 * 86_400),
                 "service_token_expires_at": to_iso(self.now + 3600),
             },
-            "pending": self._pending() if pending else None,
+            "pending": {"link": self.pending_link, "expires_at": to_iso(self.pending_until)}
+            if pending and self.pending_until is not None
+            else None,
         }
 
     def send(self, payload: dict[str, Any]) -> None:
@@ -105,6 +113,12 @@ class World:
         )
         self.issued += 1
         return token
+
+    def tag(self, link: str) -> str:
+        """The tag the bootstrap records for what ``link`` starts."""
+        addressed = tokens.addressed(link, STACK.name, STACK.account, STACK.region, NOW)
+        assert isinstance(addressed, tokens.Addressed)
+        return tokens.tag(addressed.claims)
 
     def table_items(self) -> list[str]:
         items = self.clients["dynamodb"].scan(TableName="links")["Items"]

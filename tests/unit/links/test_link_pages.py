@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cmstoken.aws.link_state import link_key
 from cmstoken.core.errors import FunctionUnavailableError
 from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
@@ -77,14 +78,18 @@ def test_the_button_starts_one_authorization_shows_its_code_and_uses_the_link(
     assert answer["statusCode"] == 200
     assert USER_CODE in answer["body"]
     assert 'href="https://idp.example/activate?user_code=WDJB-MJHT"' in answer["body"]
-    assert world.bootstrap.calls.count("start") == 1
-    assert world.bootstrap.sent == [{"action": "poll"}]  # polls in the background
+    assert world.bootstrap.authorizations == 1
+    assert world.bootstrap.pending_link == world.tag(link)  # the bootstrap knows which link
+    poll = {"action": "poll", "link": world.tag(link)}
+    assert world.bootstrap.sent == [poll]  # polls in the background what this link started
     used = [item for item in world.table_items() if item.startswith("link#")]
     assert len(used) == 1
-    # pressed again while the authorization is pending: the same one, nothing new started
+    # pressed again while the authorization is pending: the same one, nothing new started,
+    # and no other poll queued (one is polling it)
     again = press(world, link)
     assert USER_CODE in again["body"]
-    assert world.bootstrap.calls.count("start") == 1
+    assert world.bootstrap.authorizations == 1
+    assert world.bootstrap.sent == [poll]
     # once it is no longer pending, the used link is refused
     world.bootstrap.now = NOW + 1000
     refused = handle(get(f"/l/{link}"), world.portal, NOW + 1000)
@@ -122,28 +127,77 @@ def test_a_link_whose_first_press_died_before_starting_can_still_start(world: Wo
     assert Refusal.REPLAYED.title in refused["body"]
 
 
-def test_every_press_that_shows_a_pending_authorization_has_it_polled_within_a_bound(
-    world: World,
-) -> None:
-    """A poll queued by a press that died, or lost, is made up by the next press: each press
-    queues one (polls of one code end on one credential), at most POLLS_PER_HOUR an hour."""
-    world.bootstrap.pending_until = NOW + 600
+def test_a_press_again_queues_a_poll_only_when_none_was_queued(world: World) -> None:
+    """A press that started the authorization but died before its poll was queued is made up
+    by the next press of that link; once one is queued, presses queue none (a used link
+    cannot spend the hour's polls)."""
+    link = world.link()
+    claims = tokens.check(link, KEY_TEXT.encode(), EXPECTED, NOW)
+    assert isinstance(claims, tokens.Claims)
+    world.bootstrap.refuse_start = True  # the start failed: the use is given back
+    assert press(world, link)["statusCode"] == 503
+    world.bootstrap.refuse_start = False
+    started = press(world, link)
+    assert world.bootstrap.sent == [{"action": "poll", "link": world.tag(link)}]
+    assert USER_CODE in started["body"]
+    world.clients["dynamodb"].update_item(  # as if the press had died before queueing it
+        TableName="links",
+        Key={"pk": {"S": link_key(claims.nonce)}},
+        UpdateExpression="REMOVE followed_at",
+    )
+    world.bootstrap.sent.clear()
     for _ in range(POLLS_PER_HOUR + 3):
-        assert USER_CODE in press(world, world.link())["body"]
-    assert world.bootstrap.sent == [{"action": "poll"}] * POLLS_PER_HOUR
+        assert USER_CODE in press(world, link)["body"]
+    assert world.bootstrap.sent == [{"action": "poll", "link": world.tag(link)}]
+    assert world.bootstrap.authorizations == 1
 
 
-def test_another_link_shows_the_pending_authorization_instead_of_starting_another(
-    world: World,
+@pytest.mark.parametrize("started_by", ["operator", "another link"])
+def test_a_link_neither_shows_nor_polls_an_authorization_it_did_not_start(
+    world: World, started_by: str
 ) -> None:
+    """An operator's authorization (``cmstoken-admin bootstrap --new-identity`` included) or
+    another link's is pending: this link's page says only that one is pending and until
+    when; its button shows no code, starts nothing, queues no poll, and the link stays
+    usable for after."""
+    other = world.link()
     world.bootstrap.pending_until = NOW + 600
-    page = handle(get(f"/l/{world.link()}"), world.portal, NOW)
-    assert "already pending" in page["body"]
-    answer = press(world, world.link())
-    assert USER_CODE in answer["body"]
-    assert "start" not in world.bootstrap.calls
-    assert world.bootstrap.sent == [{"action": "poll"}]  # polled, however many polls there are
-    assert world.table_items() == [f"poll#{NOW - NOW % 3600}"]  # the link stays usable
+    world.bootstrap.pending_link = None if started_by == "operator" else world.tag(other)
+    link = world.link()
+    page = handle(get(f"/l/{link}"), world.portal, NOW)
+    proof = tokens.form_proof(KEY_TEXT.encode(), _claims(link))
+    origin = {"origin": f"https://{DOMAIN}", "sec-fetch-site": "same-origin"}
+    pressed = handle(post(f"/l/{link}", f"proof={proof}", **origin), world.portal, NOW)
+    for answer in (page, pressed):
+        assert answer["statusCode"] == 409
+        assert "Another authorization is pending" in answer["body"]
+        assert "2026-11-24T06:10:00Z" in answer["body"]  # until when
+        assert USER_CODE not in answer["body"]
+        assert "activate" not in answer["body"]
+        assert "<form" not in answer["body"]
+    assert world.bootstrap.authorizations == 0
+    assert world.bootstrap.sent == []
+    assert world.table_items() == []  # the link stays usable
+    world.bootstrap.now = NOW + 601  # after it ends, the link starts its own
+    assert USER_CODE in press(world, link, NOW + 601)["body"]
+    assert world.bootstrap.pending_link == world.tag(link)
+
+
+def test_a_used_link_meeting_another_authorization_is_refused_as_used(world: World) -> None:
+    link = world.link()
+    press(world, link)
+    world.bootstrap.now = NOW + 1000  # its own ended; an operator's is pending now
+    world.bootstrap.pending_until, world.bootstrap.pending_link = NOW + 1600, None
+    for request in (get(f"/l/{link}"), post(f"/l/{link}", "proof=x")):
+        answer = handle(request, world.portal, NOW + 1000)
+        assert Refusal.REPLAYED.title in answer["body"]
+        assert USER_CODE not in answer["body"]
+
+
+def _claims(link: str) -> tokens.Claims:
+    claims = tokens.check(link, KEY_TEXT.encode(), EXPECTED, NOW)
+    assert isinstance(claims, tokens.Claims)
+    return claims
 
 
 @pytest.mark.parametrize(

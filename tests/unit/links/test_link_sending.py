@@ -31,6 +31,7 @@ from unit.links.links_world import AUTHORIZED_AT, DOMAIN, KEY_TEXT, NOW, STACK, 
 
 __all__ = ["world"]  # the fixture
 
+TAG = "ab" * 16  # a link's tag (links.tokens.tag)
 WARNING = 25 * DAY  # the template's default: the world's credential is 25 days old
 
 
@@ -133,13 +134,26 @@ def test_the_background_polls_outcome_is_reported(
 
 
 def test_a_poll_that_ended_pending_polls_again_while_the_code_is_valid(world: World) -> None:
-    world.bootstrap.pending_until = NOW + 300
-    assert notices(world).outcome({"status": "pending"}, NOW) == "outcome pending: polling again"
-    assert world.bootstrap.sent == [{"action": "poll"}]
+    world.bootstrap.pending_until, world.bootstrap.pending_link = NOW + 300, TAG
+    done = notices(world).outcome({"status": "pending"}, NOW, TAG)
+    assert done == "outcome pending: polling again"
+    assert world.bootstrap.sent == [{"action": "poll", "link": TAG}]
     world.bootstrap.now = NOW + 301
-    assert "not reported" in notices(world).outcome({"status": "pending"}, NOW + 301)
-    assert world.bootstrap.sent == [{"action": "poll"}]
+    assert "not reported" in notices(world).outcome({"status": "pending"}, NOW + 301, TAG)
+    assert world.bootstrap.sent == [{"action": "poll", "link": TAG}]
     assert world.messages() == []
+
+
+@pytest.mark.parametrize("tag", [None, "cd" * 16], ids=["not-a-links-poll", "another-link"])
+def test_a_poll_ends_polling_what_its_link_did_not_start(world: World, tag: str | None) -> None:
+    """Only the link that started a pending authorization has it polled again: after an
+    operator's poll (no link) or another link's, it is left to whoever started it."""
+    world.bootstrap.pending_until, world.bootstrap.pending_link = NOW + 300, TAG
+    assert "polling again" not in notices(world).outcome({"status": "pending"}, NOW, tag)
+    if tag is None:  # nor anything else: only a link's poll is followed
+        retry = {"status": "failed", "retry": True}
+        assert "polling again" not in notices(world).outcome(retry, NOW, tag)
+    assert world.bootstrap.sent == []
 
 
 def test_the_sample_events_are_what_the_function_reads() -> None:
@@ -153,6 +167,7 @@ def test_the_sample_events_are_what_the_function_reads() -> None:
     assert isinstance(outcome, Outcome)
     assert outcome.result["status"] == "expired"
     assert outcome.error is None
+    assert outcome.link == "7e995d73d6fd95e2c741bfec322047e8"  # the link whose poll it was
 
 
 def test_a_failed_poll_is_an_outcome_with_its_error_type() -> None:
@@ -160,7 +175,9 @@ def test_a_failed_poll_is_an_outcome_with_its_error_type() -> None:
     record["requestContext"]["condition"] = "RetriesExhausted"
     record["responseContext"]["functionError"] = "Unhandled"
     record["responsePayload"] = {"errorType": "StoreAccessError", "errorMessage": "detail"}
-    assert read_event(record) == Outcome(None, error="StoreAccessError")
+    assert read_event(record) == Outcome(
+        None, error="StoreAccessError", link="7e995d73d6fd95e2c741bfec322047e8"
+    )
 
 
 @pytest.mark.parametrize("event", [[], "remind", {}, {"action": "start"}, {"source": "aws.ec2"}])
@@ -287,13 +304,13 @@ def test_a_failure_another_poll_can_mend_is_polled_again_until_the_bound_then_re
     kept = ending(step(Stage.CANDIDATE, Event.SERVICE_UNAVAILABLE), error="503")
     assert kept["retry"] is True
     for _ in range(POLLS_PER_HOUR):
-        assert notices(world).outcome(kept, NOW) == "outcome failed: polling again"
+        assert notices(world).outcome(kept, NOW, TAG) == "outcome failed: polling again"
     assert world.messages() == []
-    assert notices(world).outcome(kept, NOW) == "outcome failed: sent"
+    assert notices(world).outcome(kept, NOW, TAG) == "outcome failed: sent"
     (message,) = world.messages()
     assert message["kind"] == "failed"
     assert link_of(message)
-    assert world.bootstrap.sent == [{"action": "poll"}] * POLLS_PER_HOUR
+    assert world.bootstrap.sent == [{"action": "poll", "link": TAG}] * POLLS_PER_HOUR
 
 
 def test_an_approval_left_to_the_next_poll_is_polled_again(world: World) -> None:
@@ -301,5 +318,5 @@ def test_an_approval_left_to_the_next_poll_is_polled_again(world: World) -> None
     world.bootstrap.status = "reauthorization_required"
     deferred = ending(step(Stage.CANDIDATE, Event.DEFERRED))
     assert (deferred["status"], deferred["approved"]) == ("pending", True)
-    assert notices(world).outcome(deferred, NOW) == "outcome pending: polling again"
-    assert world.bootstrap.sent == [{"action": "poll"}]
+    assert notices(world).outcome(deferred, NOW, TAG) == "outcome pending: polling again"
+    assert world.bootstrap.sent == [{"action": "poll", "link": TAG}]

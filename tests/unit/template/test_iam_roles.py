@@ -305,10 +305,10 @@ ROLES["LinksRole"] = Role(
                 "Resource": arn("LinksTable"),
             },
             {
-                "Sid": "AskTheBootstrap",
+                "Sid": "AskTheBootstrapThroughItsLinksAlias",
                 "Effect": "Allow",
                 "Action": "lambda:InvokeFunction",
-                "Resource": arn("BootstrapFunction"),
+                "Resource": ref("BootstrapLinksAlias"),
             },
             {
                 "Sid": "SendNotices",

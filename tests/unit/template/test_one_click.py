@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from cmstoken.bootstrap.request import through_links
+from cmstoken.core.link_tags import LINKS_ALIAS
 from cmstoken.core.settings import LinksSettings
 from template_model import (
     SHARING,
@@ -51,6 +53,7 @@ ONE_CLICK = {
     "LinksFunctionReminderRole": "AWS::IAM::Role",
     "BootstrapOutcomeDestinations": "AWS::Lambda::EventInvokeConfig",
     "BootstrapSendsOutcomesToLinks": "AWS::IAM::RolePolicy",
+    "BootstrapLinksAlias": "AWS::Lambda::Alias",
 }
 ONE_CLICK_OUTPUTS = {"LinksUrl", "LinksFunctionName", "LinkSigningKeySecretArn", "LinksTableName"}
 # The transformed template's logical ids before issue 21 (main at 97d593c; the layer's without
@@ -240,7 +243,7 @@ def test_the_function_is_bounded_and_configured_by_the_contract() -> None:
         "STACK_NAME": "cmstoken-prod",
         "LINKS_KEY_SECRET_ID": "<LinkSigningKeySecret>",
         "LINKS_TABLE": "<LinksTable>",
-        "BOOTSTRAP_FUNCTION_NAME": "<BootstrapFunction>",
+        "BOOTSTRAP_FUNCTION_NAME": "<BootstrapLinksAlias>",
         "ALARM_TOPIC_ARN": "<AlarmTopic>",
         "REAUTHORIZATION_WARNING_SECONDS": "2160000",
         "LINKS_STARTS_PER_HOUR": "6",
@@ -357,7 +360,7 @@ LINKS_ROLE = {
         {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
         {"<LinksTable.Arn>"},
     ),
-    "AskTheBootstrap": ({"lambda:InvokeFunction"}, {"<BootstrapFunction.Arn>"}),
+    "AskTheBootstrapThroughItsLinksAlias": ({"lambda:InvokeFunction"}, {"<BootstrapLinksAlias>"}),
     "SendNotices": ({"sns:Publish"}, {"<AlarmTopic>"}),
     "WriteItsLogs": ({"logs:CreateLogStream", "logs:PutLogEvents"}, {"<LinksLogGroup.Arn>"}),
     "SendTraces": ({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, {"*"}),
@@ -475,10 +478,10 @@ def test_the_bootstraps_asynchronous_outcomes_go_to_the_links_function_unretried
     not model ``AWS::Lambda::EventInvokeConfig``, cannot show."""
     held = present(resolver(**ON))
     config = held["BootstrapOutcomeDestinations"]
-    assert config["DependsOn"] == "BootstrapSendsOutcomesToLinks"
+    assert config["DependsOn"] == ["BootstrapSendsOutcomesToLinks", "BootstrapLinksAlias"]
     assert config["Properties"] == {
         "FunctionName": "<BootstrapFunction>",
-        "Qualifier": "$LATEST",
+        "Qualifier": LINKS_ALIAS,  # the links' polls go through the alias
         "MaximumRetryAttempts": 0,
         "DestinationConfig": {
             "OnSuccess": {"Destination": "<LinksFunction.Arn>"},
@@ -492,6 +495,36 @@ def test_the_bootstraps_asynchronous_outcomes_go_to_the_links_function_unretried
         if r["Type"] == "AWS::Lambda::EventInvokeConfig" and name != "BootstrapOutcomeDestinations"
     }
     assert others == {"RotatorFunctionEventInvokeConfig": "<RotatorFunction>"}
+
+
+def test_the_links_reach_the_bootstrap_only_through_its_alias() -> None:
+    """The links function's role may invoke the bootstrap's alias ``links`` and nothing else of
+    it: an IAM statement on a qualified ARN (an alias's) allows invoking through that alias
+    only, and one on the unqualified ARN does not allow the alias (Lambda Developer Guide,
+    "Fine-tuning the Resources and Conditions sections of policies", Function resource names,
+    https://docs.aws.amazon.com/lambda/latest/dg/lambda-api-permissions-ref.html). Through the
+    alias the bootstrap takes only what a link may ask (its invocation's ARN names the alias:
+    ``bootstrap.request.through_links``). The alias points at ``$LATEST``, as the function's
+    other callers (CreateAlias accepts ``$LATEST`` or a version number, Lambda API Reference).
+    moto's CloudFormation does not model ``AWS::Lambda::Alias``."""
+    held = present(resolver(**ON))
+    alias = held["BootstrapLinksAlias"]
+    assert alias["Properties"] == {
+        "Description": "What the re-authorization links may ask of the bootstrap",
+        "FunctionName": "<BootstrapFunction>",
+        "FunctionVersion": "$LATEST",
+        "Name": LINKS_ALIAS,
+    }
+    assert through_links(f"arn:aws:lambda:us-east-1:123456789012:function:b:{LINKS_ALIAS}")
+    variables = links_function()["Environment"]["Variables"]
+    assert variables["BOOTSTRAP_FUNCTION_NAME"] == "<BootstrapLinksAlias>"  # Ref: its ARN
+    invokes = [
+        statement
+        for role, statement in identity_statements(held)
+        if role == "LinksRole"
+        and {"lambda:InvokeFunction", "lambda:*", "*"} & set(as_list(statement["Action"]))
+    ]
+    assert [as_list(statement["Resource"]) for statement in invokes] == [["<BootstrapLinksAlias>"]]
 
 
 # --- on: what invokes the links function -------------------------------------------------------

@@ -117,6 +117,9 @@ class PendingAuthorization:
     next_poll_at: float
     # The operator allowed this authorization to switch the stack to another identity.
     allow_new_identity: bool = False
+    # The tag of the re-authorization link that started it (``links.tokens.tag``); ``None``:
+    # an operator started it. Only that link's page shows it, and only that link polls it.
+    link: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under ``pending``."""
@@ -134,6 +137,7 @@ class PendingAuthorization:
             # Rounded up: a poll resumed from the document is never early.
             "next_poll_at": to_iso(math.ceil(self.next_poll_at)),
             "allow_new_identity": self.allow_new_identity,
+            **({} if self.link is None else {"link": self.link}),
         }
 
     @classmethod
@@ -158,6 +162,7 @@ class PendingAuthorization:
             expires_at=read.time("expires_at"),
             next_poll_at=read.time("next_poll_at"),
             allow_new_identity=read.boolean("allow_new_identity", False),
+            link=read.optional_text("link"),
         )
 
 

@@ -40,11 +40,13 @@ _TRANSIENT_CODES = frozenset({"TransactionConflictException"})
 
 @dataclass(frozen=True)
 class LinkUse:
-    """When a link was pressed (``None``: that press gave the use back), and when it started
-    an authorization (``None``: not yet, or never: the press failed or died before)."""
+    """When a link was pressed (``None``: that press gave the use back), when it started an
+    authorization (``None``: not yet, or never: the press failed or died before), and when a
+    background poll of it was queued (``None``: none was, or its sending failed)."""
 
     used_at: int | None
     started_at: int | None
+    followed_at: int | None = None
 
 
 def link_key(nonce: str) -> str:
@@ -94,6 +96,17 @@ class LinkState:
             ExpressionAttributeValues={":now": _n(now), ":ttl": _n(expires_at)},
         )
 
+    def link_followed(self, nonce: str, *, now: int) -> None:
+        """Record that a background poll of what the link ``nonce`` started was queued."""
+        self._write(
+            "update_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            UpdateExpression="SET #followed = :now",
+            ConditionExpression="attribute_exists(#key)",
+            ExpressionAttributeNames={"#followed": "followed_at", "#key": KEY},
+            ExpressionAttributeValues={":now": _n(now)},
+        )
+
     def unuse_link(self, nonce: str, *, press: str) -> None:
         """Forget that ``press`` used the link ``nonce`` (nothing started); a use by another
         press, or one with which the link started an authorization, is left alone."""
@@ -116,11 +129,11 @@ class LinkState:
         item = answer.get("Item")
         if item is None:
             return None
-        used, started = (item.get(name, {}).get("N") for name in ("used_at", "started_at"))
-        return LinkUse(
-            used_at=None if used is None else int(used),
-            started_at=None if started is None else int(started),
+        used, started, followed = (
+            None if item.get(name) is None else int(item[name]["N"])
+            for name in ("used_at", "started_at", "followed_at")
         )
+        return LinkUse(used_at=used, started_at=started, followed_at=followed)
 
     def claim_notice(self, need: str, *, now: int, every: int) -> bool:
         """Take the right to send the notice of ``need`` now: ``True`` when it was not sent in

@@ -22,6 +22,7 @@ code or user code is ever logged (the operator gets the user code in the result 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,7 @@ class Bootstrapper:
                 free_trial=free_trial,
                 deadline=deadline,
                 allow_new_identity=request.allow_new_identity,
+                link=request.link,
             )
         if request.action == "poll":
             from cmstoken.bootstrap.polling import POLL_DEADLINE_MARGIN
@@ -99,20 +101,26 @@ class Bootstrapper:
                 stop_at=stop_at,
                 deadline=deadline,
                 allow_new_identity=request.allow_new_identity,
+                link=request.link,
             )
-        return self.status(deadline=deadline)
+        return self.status(deadline=deadline, via_links=request.via_links)
 
     def start(
-        self, *, free_trial: bool, deadline: float, allow_new_identity: bool = False
+        self,
+        *,
+        free_trial: bool,
+        deadline: float,
+        allow_new_identity: bool = False,
+        link: str | None = None,
     ) -> dict[str, Any]:
-        """Request a device code and keep it pending; an active credential stays untouched.
-        A candidate left unfinished by an earlier authorization is dropped (this one replaces
-        it)."""
+        """Request a device code and keep it pending (started by ``link``, when a link asks);
+        an active credential stays untouched. A candidate left unfinished by an earlier
+        authorization is dropped (this one replaces it)."""
         snapshot = self.vault.read_refresh(deadline)
         transition = step(start_stage(snapshot.secret, self.clock.now()), Event.START)
         if transition.action is Action.NOTHING:
-            return _already_pending(snapshot.secret)
-        pending = self._device_code(free_trial, allow_new_identity)
+            return _already_pending(snapshot.secret, link)
+        pending = replace(self._device_code(free_trial, allow_new_identity), link=link)
         latest = [snapshot.secret]
 
         def store(document: RefreshSecret) -> RefreshSecret | None:
@@ -120,11 +128,15 @@ class Bootstrapper:
             return begin(document, pending, self.clock.now())
 
         if self.vault.update_refresh(snapshot, store, deadline) is None:
-            return _already_pending(latest[0])  # another start came first: its code stands
+            return _already_pending(latest[0], link)  # another start came first: it stands
         # The user code is not logged: whoever reads the logs could approve it first.
         logger.info(
             "device authorization started",
-            extra={"free_trial": free_trial, "allow_new_identity": allow_new_identity},
+            extra={
+                "free_trial": free_trial,
+                "allow_new_identity": allow_new_identity,
+                "by_link": link is not None,
+            },
         )
         return results.pending(
             pending,
@@ -155,10 +167,11 @@ class Bootstrapper:
             allow_new_identity=allow_new_identity,
         )
 
-    def status(self, *, deadline: float) -> dict[str, Any]:
+    def status(self, *, deadline: float, via_links: bool = False) -> dict[str, Any]:
         """The credential's state and any pending authorization: metadata only. The credential
         has ``service_refused_at`` too while the service refuses its tokens (a refusal that no
-        token published since has answered)."""
+        token published since has answered). To the links, a pending authorization has no user
+        code, only the tag of the link that started it (``None``: an operator did)."""
         secret: RefreshSecret = self.vault.read_refresh(deadline).secret
         published = self.vault.read_published(deadline)
         credential = secret.credential
@@ -179,18 +192,17 @@ class Bootstrapper:
             },
             "pending": None
             if pending is None or pending.expires_at <= self.clock.now()
-            else {
-                "user_code": pending.user_code,
-                "verification_uri_complete": pending.verification_uri_complete,
-                "expires_at": to_iso(pending.expires_at),
-            },
+            else results.pending_status(pending, via_links=via_links),
         }
 
 
-def _already_pending(document: RefreshSecret) -> dict[str, Any]:
-    """The result of a start that meets a live pending authorization: that one."""
+def _already_pending(document: RefreshSecret, link: str | None) -> dict[str, Any]:
+    """The result of a start that meets a live pending authorization: that one, or to a link
+    that did not start it, only that one is pending (and until when)."""
     pending = document.pending
     assert pending is not None  # a live one
+    if link is not None and pending.link != link:
+        return results.pending_elsewhere(pending)
     return results.pending(
         pending,
         "an authorization is already pending: approve it at the address shown, or "

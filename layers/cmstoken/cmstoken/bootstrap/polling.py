@@ -56,10 +56,17 @@ class Polling:
         self.clock = clock
 
     def poll(
-        self, *, stop_at: float, deadline: float, allow_new_identity: bool = False
+        self,
+        *,
+        stop_at: float,
+        deadline: float,
+        allow_new_identity: bool = False,
+        link: str | None = None,
     ) -> dict[str, Any]:
         """Finish a candidate, else poll the pending authorization until it ends or
-        ``stop_at``, else publish a new credential's token an earlier poll had no time for."""
+        ``stop_at``, else publish a new credential's token an earlier poll had no time for.
+        A link's poll (``link``: its tag) polls only what that link started; finishing what
+        is already approved is the same whoever asks."""
         snapshot = self.vault.read_refresh(deadline)
         secret = snapshot.secret
         stage = poll_stage(secret, self.clock.now())
@@ -68,6 +75,8 @@ class Polling:
             return self.finisher.finish(snapshot, secret.candidate, deadline)
         if stage is Stage.PENDING:
             assert secret.pending is not None
+            if link is not None and secret.pending.link != link:
+                return results.pending_elsewhere(secret.pending)
             return self._poll(snapshot, secret.pending, stop_at, deadline, allow_new_identity)
         if stage is Stage.CREDENTIAL:
             return self.finisher.resume(secret, deadline)

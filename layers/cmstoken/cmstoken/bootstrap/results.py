@@ -165,3 +165,25 @@ def pending(authorization: PendingAuthorization, message: str) -> dict[str, Any]
         "expires_at": to_iso(authorization.expires_at),
         "message": message,
     }
+
+
+def pending_status(authorization: PendingAuthorization, *, via_links: bool) -> dict[str, Any]:
+    """A pending authorization as ``status`` shows it: with its user code to an operator; to
+    the links, only the tag of the link that started it (``None``: an operator did)."""
+    if via_links:
+        return {"link": authorization.link, "expires_at": to_iso(authorization.expires_at)}
+    return {
+        "user_code": authorization.user_code,
+        "verification_uri_complete": authorization.verification_uri_complete,
+        "expires_at": to_iso(authorization.expires_at),
+    }
+
+
+def pending_elsewhere(authorization: PendingAuthorization) -> dict[str, Any]:
+    """A link's start (or poll) that meets an authorization it did not start: nothing of it
+    but that it is pending, and until when."""
+    return {
+        "status": "pending_elsewhere",
+        "expires_at": to_iso(authorization.expires_at),
+        "message": "another authorization is pending; a link shows and polls only its own",
+    }

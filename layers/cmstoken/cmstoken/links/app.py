@@ -34,7 +34,7 @@ class LinksApp:
             return {"done": done}
         if request.error is not None:  # Lambda gave up on the poll: reported as failed
             logger.warning("the background poll failed", extra={"error": request.error})
-        done = notices.outcome(request.result, self.now())
+        done = notices.outcome(request.result, self.now(), request.link)
         logger.info("poll outcome", extra={"done": done})
         return {"done": done}
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmstoken.core.errors import ConfigurationError
+from cmstoken.core.link_tags import is_link_tag
 from cmstoken.links.web import Request
 
 ALARM_CHANGE = "CloudWatch Alarm State Change"
@@ -22,10 +23,12 @@ class Remind:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the background poll ended: its result, or ``None`` when it raised (``error``)."""
+    """How the background poll ended: its result, or ``None`` when it raised (``error``), and
+    the tag of the link whose authorization it polled (``None``: not a link's poll)."""
 
     result: Any
     error: str | None = None
+    link: str | None = None
 
 
 def read_event(event: Any) -> Request | Remind | Outcome:
@@ -56,6 +59,9 @@ def read_event(event: Any) -> Request | Remind | Outcome:
 
 
 def _outcome(context: dict[str, Any], event: dict[str, Any]) -> Outcome:
+    request = event["requestPayload"]
+    link = request.get("link") if isinstance(request, dict) else None
+    link = link if is_link_tag(link) else None
     response = event.get("responsePayload")
     response_context = event.get("responseContext")
     failed = context.get("condition") != "Success" or (
@@ -63,8 +69,8 @@ def _outcome(context: dict[str, Any], event: dict[str, Any]) -> Outcome:
     )
     if failed:
         kind = response.get("errorType") if isinstance(response, dict) else None
-        return Outcome(None, error=str(kind or context.get("condition")))
-    return Outcome(response)
+        return Outcome(None, error=str(kind or context.get("condition")), link=link)
+    return Outcome(response, link=link)
 
 
 def _state(detail: Any) -> str:

@@ -51,7 +51,7 @@ class NoticePortal(Protocol):
 
     def may_follow(self, now: int) -> bool: ...
 
-    def follow(self) -> None: ...
+    def follow(self, link: str) -> None: ...
 
 
 @dataclass
@@ -89,11 +89,11 @@ class Notices:
             )
         return messages.WarningWindow(link=link, deadline=state.reauthorize_by or now)
 
-    def outcome(self, result: Any, now: int) -> str:
-        """Report how the background poll ended (``result``: its result, ``None`` when the
-        invocation failed); poll again while what it followed can still finish. A credential
-        that works once the poll ended is reported once, as authorized, however many polls
-        end on it."""
+    def outcome(self, result: Any, now: int, tag: str | None = None) -> str:
+        """Report how the background poll of what the link tagged ``tag`` started ended
+        (``result``: its result, ``None`` when the invocation failed); poll again while it can
+        still finish. A credential that works once the poll ended is reported once, as
+        authorized, however many polls end on it."""
         result = result if isinstance(result, dict) else {"status": "failed"}
         status = result.get("status")
         state = self.portal.state()
@@ -108,12 +108,13 @@ class Notices:
             return self._once(
                 claim, AUTHORIZED_EVERY, now, lambda: authorized, "outcome authorized"
             )
+        pending = state.pending_at(now)
         waiting = status == "pending" and (
-            result.get("approved") is True or state.pending_at(now) is not None
+            result.get("approved") is True or (pending is not None and pending.link == tag)
         )
-        if waiting or (status == "failed" and result.get("retry") is True):
+        if tag is not None and (waiting or (status == "failed" and result.get("retry") is True)):
             if self.portal.may_follow(now):
-                self.portal.follow()
+                self.portal.follow(tag)
                 return f"outcome {status}: polling again"
             status = "failed"  # polled as often as the stack allows: a person takes over
         link = None if need is None else self.link(state, now)

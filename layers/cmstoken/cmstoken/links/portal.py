@@ -13,11 +13,11 @@ from typing import Any, Protocol
 from cmstoken.aws.link_state import LinkState, LinkUse
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.topic import Topic
-from cmstoken.core.errors import ConfigurationError, DocumentError
+from cmstoken.core.errors import ConfigurationError
 from cmstoken.links import tokens
 from cmstoken.links.messages import PublishRequest
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Pending, StackState, read_pending, read_status
+from cmstoken.links.stack_state import Elsewhere, Pending, StackState, read_started, read_status
 
 # Background polls queued in an hour, at most: a poll runs until the code is approved or
 # expires, so a few cover an authorization; a bound stops a loop of polls that fail at once.
@@ -81,16 +81,18 @@ class AwsPortal:
     def may_follow(self, now: int) -> bool:
         return self.table.count("poll", now=now, limit=POLLS_PER_HOUR)
 
-    def start(self) -> Pending:
-        """Start a device authorization (or get the one pending) through the bootstrap."""
-        answer = self.bootstrap.call({"action": "start"})
-        if not isinstance(answer, dict) or answer.get("status") != "pending":
-            raise DocumentError("the bootstrap did not start an authorization")
-        return read_pending(answer)
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere:
+        """Start a device authorization for the link (or get the one it started) through the
+        bootstrap; ``Elsewhere`` when another is pending."""
+        return read_started(self.bootstrap.call({"action": "start", "link": tokens.tag(claims)}))
 
-    def follow(self) -> None:
-        """Let the bootstrap poll in the background; its outcome comes back as a destination."""
-        self.bootstrap.send({"action": "poll"})
+    def follow(self, link: str) -> None:
+        """Let the bootstrap poll what the link tagged ``link`` started, in the background;
+        its outcome comes back as a destination."""
+        self.bootstrap.send({"action": "poll", "link": link})
+
+    def followed(self, claims: tokens.Claims, now: int) -> None:
+        self.table.link_followed(claims.nonce, now=now)
 
     def claim_notice(self, need: str, now: int, every: int) -> bool:
         return self.table.claim_notice(need, now=now, every=every)

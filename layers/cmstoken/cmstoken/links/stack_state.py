@@ -23,10 +23,27 @@ class Need(Enum):
 
 @dataclass(frozen=True)
 class Pending:
-    """An authorization waiting for its approval."""
+    """An authorization waiting for its approval, as the link that started it sees it."""
 
     user_code: str
     verification_uri_complete: str
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A link's start that met an authorization another link or an operator started: only
+    when it expires."""
+
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pending authorization as the stack's state shows it to the links: the tag of the
+    link that started it (``None``: an operator did) and when it expires; never its code."""
+
+    link: str | None
     expires_at: int
 
 
@@ -41,7 +58,7 @@ class StackState:
     binding: int
     reauthorize_by: int | None
     token_expires_at: int | None
-    pending: Pending | None
+    pending: Waiting | None
 
     def need(self, *, now: int, warning_seconds: int) -> Need | None:
         """What is needed now; ``None`` when the credential works and is younger than
@@ -55,7 +72,7 @@ class StackState:
             return Need.EXPIRING  # as RefreshFamilyAgingAlarm and `status` read the setting
         return None
 
-    def pending_at(self, now: int) -> Pending | None:
+    def pending_at(self, now: int) -> Waiting | None:
         """The pending authorization, while it can still be approved."""
         return self.pending if self.pending and self.pending.expires_at > now else None
 
@@ -73,16 +90,28 @@ def read_status(answer: Any) -> StackState:
             binding=_epoch(credential.get("authorized_at")) or 0,
             reauthorize_by=_epoch(credential.get("reauthorize_by")),
             token_expires_at=_epoch(credential.get("service_token_expires_at")),
-            pending=None if pending is None else read_pending(pending),
+            pending=None if pending is None else _waiting(pending),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise DocumentError(f"the bootstrap's status answer is malformed: {exc!r}") from exc
 
 
-def read_pending(answer: Any) -> Pending:
-    """A pending authorization as the bootstrap's ``status`` and ``start`` answer it;
-    ``DocumentError`` when it is not that shape."""
+def _waiting(answer: dict[str, Any]) -> Waiting:
+    link = answer["link"]
+    if link is not None and not isinstance(link, str):
+        raise TypeError(f"a link's tag must be a string, not {type(link).__name__}")
+    return Waiting(link=link, expires_at=_epoch(answer["expires_at"]) or 0)
+
+
+def read_started(answer: Any) -> Pending | Elsewhere:
+    """The bootstrap's answer to a link's ``start``: the authorization it started, or that
+    another is pending; ``DocumentError`` for any other answer."""
+    status = answer.get("status") if isinstance(answer, dict) else None
     try:
+        if status == "pending_elsewhere":
+            return Elsewhere(expires_at=_epoch(answer["expires_at"]) or 0)
+        if status != "pending":
+            raise DocumentError("the bootstrap did not start an authorization")
         return Pending(
             user_code=str(answer["user_code"]),
             verification_uri_complete=str(answer["verification_uri_complete"]),

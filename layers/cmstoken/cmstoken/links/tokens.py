@@ -191,6 +191,12 @@ def form_proof(key: bytes, claims: Claims) -> str:
     return _encode(digest.digest())
 
 
+def tag(claims: Claims) -> str:
+    """Which link this is, as the bootstrap records the authorization it started: 32
+    hexadecimal digits of a hash of its nonce (nothing of the link can be made from it)."""
+    return hashlib.sha256(b"tag." + claims.nonce.encode("ascii")).hexdigest()[:32]
+
+
 def check_form_proof(key: bytes, claims: Claims, proof: str) -> bool:
     """Whether ``proof`` (from a posted form: any text) is the form proof of ``claims``."""
     if not proof.isascii():

@@ -15,12 +15,13 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from cmstoken.aws.link_state import LinkUse
+from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.links import tokens
 from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
 from cmstoken.links.refusals import FALLBACK, Refusal
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Pending, StackState
+from cmstoken.links.stack_state import Elsewhere, Pending, StackState
 
 MAX_BODY = 4096
 METHODS = ("GET", "HEAD", "POST")
@@ -69,7 +70,8 @@ class Request:
 
 class Portal(Protocol):
     """What the pages need of the world: the stack, the signing key, the stack's state (the
-    bootstrap's ``status``), the links' table, and the bootstrap's ``start`` and ``poll``."""
+    bootstrap's ``status``), the links' table, and the bootstrap's ``start`` and ``poll`` of
+    what a link started."""
 
     stack: Stack
 
@@ -89,9 +91,11 @@ class Portal(Protocol):
 
     def may_follow(self, now: int) -> bool: ...
 
-    def start(self) -> Pending: ...
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere: ...
 
-    def follow(self) -> None: ...
+    def follow(self, link: str) -> None: ...
+
+    def followed(self, claims: tokens.Claims, now: int) -> None: ...
 
 
 def answer(page: Page, **extra: str) -> dict[str, Any]:
@@ -137,9 +141,13 @@ def _signed(
     checked = tokens.bound(signed, state.binding)
     if isinstance(checked, Refusal):
         return _refused(portal.stack, checked)
-    if request.method == "POST":
-        return _post(request, portal, key, checked, state, now)
     pending = state.pending_at(now)
+    if pending is not None and pending.link != tokens.tag(checked):
+        if _spent(portal, checked):
+            return _refused(portal.stack, Refusal.REPLAYED)
+        return _elsewhere(portal.stack, pending.expires_at)
+    if request.method == "POST":
+        return _post(request, portal, key, checked, pending is not None, now)
     if pending is None and _spent(portal, checked):
         return _refused(portal.stack, Refusal.REPLAYED)
     proof = tokens.form_proof(key, checked)
@@ -158,32 +166,41 @@ def _post(
     portal: Portal,
     key: bytes,
     claims: tokens.Claims,
-    state: StackState,
+    started: bool,
     now: int,
 ) -> dict[str, Any]:
-    """The button: checks the request came from the link's own page, then shows the pending
-    authorization, or uses the link and starts one (at most ``may_start`` allows)."""
+    """The button: checks the request came from the link's own page, then shows the
+    authorization this link started (``started``: it is pending), or uses the link and starts
+    one (at most ``may_start`` allows) and queues its background poll. A press again queues a
+    poll only when none was queued."""
     if not _same_origin(request):
         return answer(refused_page(portal.stack, status=403, title=_CROSS, explanation=_CROSS_TEXT))
     proofs = parse_qs(request.body.decode("utf-8", "replace")).get("proof", [])
     if len(proofs) != 1 or not tokens.check_form_proof(key, claims, proofs[0]):
         return answer(refused_page(portal.stack, status=403, title=_FORM, explanation=_FORM_TEXT))
-    pending = state.pending_at(now)
-    if pending is None:
-        press = portal.use(claims, now)
-        if press is None and _spent(portal, claims):
-            # A press a moment ago (a double click) whose authorization is pending now, or an
-            # authorization that ended: the link starts no other.
-            pending = portal.state().pending_at(now)
-            if pending is None:
+    press = None if started else portal.use(claims, now)
+    if press is None and not started:
+        if not _spent(portal, claims):
+            press = ""  # the press that used the link failed or died before starting anything
+        else:  # a press a moment ago (a double click), or an authorization that ended
+            again = portal.state().pending_at(now)
+            if again is None or again.link != tokens.tag(claims):
                 return _refused(portal.stack, Refusal.REPLAYED)
-        else:  # this press used the link, or the one that did has started nothing (yet)
-            started = _start(portal, claims, now, press)
-            if not isinstance(started, Pending):
-                return started
-            pending = started
-    if portal.may_follow(now):
-        portal.follow()  # its poll, or another: polls of one code end on one credential
+    try:
+        if press is not None and not portal.may_start(now):
+            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
+            _give_back(portal, claims, press)
+            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
+        pending = portal.start(claims)  # its own again, when it started one already
+    except CmsTokenError:
+        _give_back(portal, claims, press)  # nothing started: the link stays usable
+        raise
+    if isinstance(pending, Elsewhere):  # another started meanwhile
+        _give_back(portal, claims, press)
+        return _elsewhere(portal.stack, pending.expires_at)
+    if press is not None:
+        portal.started(claims, now)
+    _follow(portal, claims, now, first=press is not None)
     page = started_page(
         portal.stack,
         user_code=pending.user_code,
@@ -193,25 +210,23 @@ def _post(
     return answer(page)
 
 
-def _start(
-    portal: Portal, claims: tokens.Claims, now: int, press: str | None
-) -> Pending | dict[str, Any]:
-    """Start an authorization (the bootstrap's start gives the pending one, if another press
-    started it meanwhile) and record that the link did; when nothing starts, ``press`` (the
-    use this press made, if it made it) is given back."""
-    try:
-        if not portal.may_start(now):
-            if press is not None:
-                portal.unuse(claims, press)
-            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
-            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
-        pending = portal.start()
-    except CmsTokenError:
-        if press is not None:
-            portal.unuse(claims, press)  # nothing started: the link stays usable
-        raise
-    portal.started(claims, now)
-    return pending
+def _give_back(portal: Portal, claims: tokens.Claims, press: str | None) -> None:
+    """Give back the use ``press`` made of the link (nothing started)."""
+    if press:
+        portal.unuse(claims, press)
+
+
+def _follow(portal: Portal, claims: tokens.Claims, now: int, *, first: bool) -> None:
+    """Queue the background poll of what the link started: by the press that started it, or
+    by a later press when none was queued (sent, then recorded: two presses at once may
+    queue two, whose polls end on one credential), within the hour's polls."""
+    if not first:
+        use = portal.used(claims)
+        if use is not None and use.followed_at is not None:
+            return
+    if portal.may_follow(now):
+        portal.follow(tokens.tag(claims))
+        portal.followed(claims, now)
 
 
 def _spent(portal: Portal, claims: tokens.Claims) -> bool:
@@ -236,6 +251,12 @@ def _refused(stack: Stack | None, refusal: Refusal) -> dict[str, Any]:
     text = refusal.explanation.replace("NAME", _UNNAMED if stack is None else stack.name)
     page = refused_page(stack, status=403, title=refusal.title, explanation=text, fallback=False)
     return answer(page)
+
+
+def _elsewhere(stack: Stack, expires_at: int) -> dict[str, Any]:
+    """The page of a link while an authorization it did not start is pending."""
+    text = _ELSEWHERE_TEXT.replace("UNTIL", to_iso(expires_at))
+    return answer(refused_page(stack, status=409, title=_ELSEWHERE, explanation=text))
 
 
 def _unavailable(request: Request, stack: Stack | None, exc: CmsTokenError) -> dict[str, Any]:
@@ -265,6 +286,12 @@ _BUSY = "Too many re-authorizations were started"
 _BUSY_TEXT = (
     "Links started as many authorizations in this hour as the stack allows. Try again after "
     "the hour, or use the fallback command below."
+)
+_ELSEWHERE = "Another authorization is pending"
+_ELSEWHERE_TEXT = (
+    "An operator or another link started an authorization of this stack; it is pending until "
+    "UNTIL. A link shows and follows only the authorization it started: approve that one where "
+    "it was started, or open this link again after UNTIL."
 )
 _DOWN = "The stack could not be reached"
 _DOWN_TEXT = "The stack did not answer. Try again in a minute, or use the fallback command below."

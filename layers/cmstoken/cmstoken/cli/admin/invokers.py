@@ -70,8 +70,9 @@ class LambdaInvoker:
 
 
 class LocalInvoker:
-    """Runs handlers in-process, by function name, with a Lambda-like context (its ARN in
-    ``region`` and ``account``)."""
+    """Runs handlers in-process, by function name (``name:alias`` for an alias: the context's
+    ``invoked_function_arn`` is then qualified, as Lambda's), with a Lambda-like context (its
+    ARN in ``region`` and ``account``)."""
 
     def __init__(
         self,
@@ -89,9 +90,10 @@ class LocalInvoker:
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
         """Call the handler; an exception it raises becomes ``AdminError`` as in Lambda."""
-        ends = self.clock() + self.timeout_seconds[function]
+        name = function.partition(":")[0]
+        ends = self.clock() + self.timeout_seconds[name]
         context = SimpleNamespace(
-            function_name=function,
+            function_name=name,
             function_version="$LATEST",
             memory_limit_in_mb=256,
             invoked_function_arn=self.arn_prefix + function,
@@ -99,6 +101,6 @@ class LocalInvoker:
             get_remaining_time_in_millis=lambda: int(max(0.0, ends - self.clock()) * 1000),
         )
         try:
-            return self.handlers[function](dict(payload), context)
+            return self.handlers[name](dict(payload), context)
         except Exception as exc:
             raise AdminError(f"{function} failed: {type(exc).__name__}: {exc}") from exc
