@@ -3,7 +3,8 @@ moto's server in us-east-1, the service token replicated to eu-west-1 and then n
 ``replication`` makes moto's replica: it keeps the versions it has, its ReplicationStatus says
 Failed), the emulator, and the real rotator. A consumer in eu-west-1 reads the replica; it must
 get the primary's token when the replica's has expired, and the rotator's new one after a 401,
-without waiting for the replica until its wait times out."""
+without waiting for the replica until its wait times out; ``check-consumer`` reports the
+replica behind."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import requests
 
 from cmstoken.aws import clients
 from cmstoken.aws.documents import ServiceTokenDocument
+from cmstoken.cli.admin import command
 from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
-from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
+from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, refresh_request_queue, secret_values
 from replication import stop_replication
 
 pytestmark = pytest.mark.integration
@@ -131,3 +133,32 @@ def test_a_token_refused_at_a_stale_replica_is_replaced_by_the_rotators_new_one(
     )
     for secret in secret_values(stack):
         assert secret not in logged
+
+
+def test_check_consumer_reports_the_replica_behind(
+    replicated: Replicated, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = replicated.stack
+    replicated.rotate()
+    monkeypatch.setattr(command, "open_session", lambda region: boto3.Session())
+    credential = stack.secretsmanager.describe_secret(SecretId=REFRESH_SECRET)["ARN"]
+    code = command.main(
+        [
+            "check-consumer",
+            "--secret-arn",
+            replicated.arn,
+            "--refresh-credential-arn",
+            credential,
+            "--replica-regions",
+            REPLICA,
+        ]
+    )
+    out = capsys.readouterr().out
+    lines = {line[5:].split(":")[0]: line for line in out.splitlines()}
+    assert code == 1
+    assert lines[f"token {REPLICA}"].startswith("ok   "), "the replica's token is still valid"
+    assert lines[f"replica {REPLICA}"].startswith(
+        f"FAIL replica {REPLICA}: 20 h 00 min behind the primary: its token was issued at "
+    )
+    for secret in secret_values(stack):
+        assert secret not in out
