@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,9 +25,11 @@ from moto import mock_aws
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
 from cmstoken.cli.admin import command
 from cmstoken.consumer.check import ConsumerCheck, Line, run_checks
+from cmstoken.core.clock import to_iso
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from harness import refresh_request_queue
-from support import FakeClock
+from replication import stop_replication
+from support import FakeClock, check_aws_command
 
 PRIMARY, REPLICA = "eu-west-1", "us-east-1"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.check-consumer-token.c2ln"
@@ -70,10 +73,10 @@ class Stack:
         check = ConsumerCheck(self.token_arn, self.credential_arn, **options)
         return run_checks(check, self.clients, self.session, self.clock)
 
-    def publish(self, **fields: Any) -> None:
+    def publish(self, token: str = TOKEN, **fields: Any) -> None:
         now = self.clock.now()
         document = ServiceTokenDocument(
-            token=TOKEN,
+            token=token,
             expires_at=now + DAY,
             api_url="https://cms.example.com/api",
             issued_at=now,
@@ -128,11 +131,13 @@ def test_a_consumer_that_may_read_and_not_more_passes(stack: Stack) -> None:
         ("ok", f"read {REPLICA}"),
         ("ok", f"decrypt {REPLICA}"),
         ("ok", f"token {REPLICA}"),
+        ("ok", f"replica {REPLICA}"),
         ("ok", "refresh credential"),
     ]
     assert f"GetSecretValue allowed on {stack.token_arn.replace(PRIMARY, REPLICA)}" in (
         lines[3].text
     )
+    assert lines[6].text == f"holds the primary's token (issued at {to_iso(stack.clock.now())})"
     assert lines[2].text.startswith("a token for https://cms.example.com/api, expires ")
     assert_clean(lines)
 
@@ -207,6 +212,89 @@ def test_an_expired_token_fails_and_reauthorization_is_noted(stack: Stack) -> No
     (token,) = [line for line in stack.check() if line.check == f"token {PRIMARY}"]
     assert token.status == "FAIL"
     assert "expired at" in token.text
+
+
+# --- replicas against the primary (issue 29, item 7) -----------------------------------------
+
+ROTATED = "eyJhbGciOiJIUzI1NiJ9.check-consumer-rotated.c2ln"
+
+
+def test_a_replica_behind_the_primary_fails_with_how_far_and_what_to_do(stack: Stack) -> None:
+    published = stack.clock.now()
+    stop_replication(stack.token_arn, REPLICA)
+    stack.clock.advance(2 * 3600 + 300)
+    stack.publish(ROTATED)
+    lines = stack.check(replica_regions=(REPLICA,))
+    assert shown(lines)[2:7] == [
+        ("ok", f"token {PRIMARY}"),
+        ("ok", f"read {REPLICA}"),
+        ("ok", f"decrypt {REPLICA}"),
+        ("ok", f"token {REPLICA}"),
+        ("FAIL", f"replica {REPLICA}"),
+    ]
+    text = lines[6].text
+    assert text.startswith(
+        f"2 h 05 min behind the primary: its token was issued at {to_iso(published)}, the "
+        f"primary's at {to_iso(stack.clock.now())}; replication to {REPLICA} has failed or "
+        "not caught up yet"
+    )
+    (describe,) = re.findall(r"`(aws [^`]+)`", text)
+    check_aws_command(describe.split())
+    assert describe == (
+        f"aws secretsmanager describe-secret --secret-id {stack.token_arn} --region {PRIMARY} "
+        "--query ReplicationStatus"
+    )
+    assert_clean(lines)
+    assert ROTATED not in "\n".join(map(str, lines))
+    # What that command answers (on moto, as replication stopped): the replica's Region, Failed.
+    client = boto3.client("secretsmanager", region_name=PRIMARY)
+    (status,) = client.describe_secret(SecretId=stack.token_arn)["ReplicationStatus"]
+    assert (status["Region"], status["Status"]) == (REPLICA, "Failed")
+
+
+def test_an_expired_replica_behind_a_fresh_primary_names_the_replica_not_the_rotator(
+    stack: Stack,
+) -> None:
+    stop_replication(stack.token_arn, REPLICA)
+    stack.clock.advance(DAY)
+    stack.publish(ROTATED)
+    lines = {line.check: line for line in stack.check(replica_regions=(REPLICA,))}
+    assert lines[f"token {PRIMARY}"].status == "ok"
+    token, replica = lines[f"token {REPLICA}"], lines[f"replica {REPLICA}"]
+    assert (token.status, replica.status) == ("FAIL", "FAIL")
+    assert "the primary holds a newer one: the replica is behind" in token.text
+    assert "rotator" not in token.text
+    assert replica.text.startswith("24 h 00 min behind the primary")
+
+
+def test_a_replica_not_read_is_not_compared(stack: Stack) -> None:
+    arn = stack.token_arn.replace(PRIMARY, REPLICA)
+    stack.refuse(arn, "AccessDeniedException", POLICY_DENIED)
+    (line,) = [x for x in stack.check(replica_regions=(REPLICA,)) if x.check.startswith("replica")]
+    assert (line.status, line.text) == ("skip", "not compared: this replica's token was not read")
+
+
+def test_the_command_exits_1_on_a_replica_behind(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop_replication(stack.token_arn, REPLICA)
+    stack.clock.advance(600)
+    stack.publish(ROTATED)
+    code, out, err = run(
+        stack,
+        monkeypatch,
+        "check-consumer",
+        "--secret-arn",
+        stack.token_arn,
+        "--refresh-credential-arn",
+        stack.credential_arn,
+        "--replica-regions",
+        REPLICA,
+    )
+    assert (code, err) == (1, "")
+    assert f"FAIL replica {REPLICA}: " in out
+    assert TOKEN not in out
+    assert ROTATED not in out
 
 
 def test_a_stack_not_bootstrapped_fails_at_token(stack: Stack) -> None:

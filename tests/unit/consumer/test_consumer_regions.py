@@ -1,9 +1,10 @@
 """The consumer helper across regions and accounts (issue 22, item 6), on moto in-process: the
 replica in the caller's own region is read first (Secrets Manager's own replication, which moto
 models: the replica's ARN is the primary's with its region), the primary when that fails or
-when there is none; refresh requests go to a bus named by its ARN, from a client in the bus's
-region; and the three refusals (not found, the policies, the key) are told apart, each in one
-line that says what to fix."""
+when there is none, and as well when the replica is stale (issue 29, item 7: replication that
+stopped, as ``replication`` makes moto's); refresh requests go to a bus named by its ARN, from
+a client in the bus's region; and the three refusals (not found, the policies, the key) are
+told apart, each in one line that says what to fix."""
 
 from __future__ import annotations
 
@@ -22,15 +23,19 @@ from cmstoken import consumer
 from cmstoken.aws.documents import ServiceTokenDocument
 from cmstoken.consumer import ConsumerError, ServiceTokenProvider
 from cmstoken.consumer.regions import REPLICA_RETRY_SECONDS, replica_arn
+from cmstoken.core.clock import to_iso
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from harness import refresh_request_queue
+from replication import stop_replication
 from support import FakeClock, client_error, fail_with
 
 PRIMARY, OWN, OTHER = "eu-west-1", "us-east-1", "ap-southeast-2"
 NAME = "cmstoken/service-token"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.regions-token-payload.c2ln"
-DAY = 86400
+ROTATED = "eyJhbGciOiJIUzI1NiJ9.regions-rotated-payload.c2ln"
+HOUR, DAY = 3600, 86400
+START = 1_795_000_000.0  # the clock's, when TOKEN is published
 
 
 @dataclass
@@ -43,13 +48,22 @@ class World:
     def provider(self, **options: Any) -> ServiceTokenProvider:
         return ServiceTokenProvider(self.arn, clock=self.clock, **options)
 
+    def rotate(self, issued_after: float) -> None:
+        """The primary gets ROTATED, issued ``issued_after`` seconds after TOKEN, valid a day."""
+        issued_at = START + issued_after
+        document = ServiceTokenDocument(
+            token=ROTATED, expires_at=issued_at + DAY, api_url="https://x/api", issued_at=issued_at
+        )
+        primary = boto3.client("secretsmanager", region_name=PRIMARY)
+        primary.put_secret_value(SecretId=self.arn, SecretString=document.to_json())
+
 
 @pytest.fixture
 def world(aws_credentials: None) -> Iterator[World]:
     with mock_aws():
-        clock = FakeClock()
+        clock = FakeClock(start=START)
         document = ServiceTokenDocument(
-            token=TOKEN, expires_at=clock.now() + DAY, api_url="https://x/api", issued_at=0
+            token=TOKEN, expires_at=START + DAY, api_url="https://x/api", issued_at=START
         )
         primary = boto3.client("secretsmanager", region_name=PRIMARY)
         arn = primary.create_secret(
@@ -122,6 +136,137 @@ def test_a_failed_replica_read_falls_back_to_the_primary_for_a_while(
     world.clock.advance(REPLICA_RETRY_SECONDS)
     provider._read()
     assert calls == Counter({OWN: 2, PRIMARY: 3}), "then it is tried again"
+
+
+# --- a stale replica (issue 29, item 7) ------------------------------------------------------
+
+
+def behind_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "is behind the primary" in r.msg]
+
+
+def assert_no_token(caplog: pytest.LogCaptureFixture, *texts: str) -> None:
+    logged = caplog.text + "\n".join(str(v) for r in caplog.records for v in vars(r).values())
+    for token in (TOKEN, ROTATED):
+        assert token not in logged
+        assert all(token not in text for text in texts)
+
+
+@pytest.mark.parametrize(
+    ("age", "why"),
+    [
+        (DAY, f"its token expired at {to_iso(START + DAY)}"),
+        (DAY - 30, f"its token expires at {to_iso(START + DAY)}, within 60 s"),
+    ],
+    ids=["expired", "expiring-within-min-validity"],
+)
+def test_an_expired_replica_gives_way_to_the_primarys_valid_token(
+    world: World, caplog: pytest.LogCaptureFixture, age: float, why: str
+) -> None:
+    """Replication stopped after TOKEN; the primary holds ROTATED since hour 20. Before, the
+    replica's expired token was the ``expired`` error and the primary was never read."""
+    stop_replication(world.arn, OWN)
+    world.rotate(issued_after=20 * HOUR)
+    world.clock.advance(age)
+    provider = world.provider(replica_regions=[OWN], min_validity_seconds=60)
+    calls = region_calls(provider)
+    with caplog.at_level(logging.WARNING):
+        assert provider.token() == ROTATED
+    assert calls == Counter({OWN: 1, PRIMARY: 1})
+    (warning,) = behind_warnings(caplog)
+    assert warning.getMessage() == (
+        f"the service token's replica in {OWN} is behind the primary: {why}, and the primary's "
+        "token was issued 20 h 00 min later; serving the primary's and reading it alone for "
+        f"300 s (replication to {OWN} may have failed: see its ReplicationStatus)"
+    )
+    provider._read()
+    assert calls == Counter({OWN: 1, PRIMARY: 2}), "the replica rests, as after a failed read"
+    world.clock.advance(REPLICA_RETRY_SECONDS)
+    assert provider._read().token == ROTATED
+    assert calls == Counter({OWN: 2, PRIMARY: 3}), "still behind: the primary read again"
+    assert_no_token(caplog)
+
+
+def test_a_token_refused_at_a_replica_behind_comes_from_the_primary_without_a_request(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, the refused token was the replica's again: a refresh request, then a wait that
+    polled the same replica until it timed out."""
+    stop_replication(world.arn, OWN)
+    world.rotate(issued_after=HOUR)
+    provider = world.provider(replica_regions=[OWN])
+    calls = region_calls(provider)
+    sent: list[Any] = []
+    provider.events_client.meta.events.register(
+        "before-call.events.PutEvents", lambda **_: sent.append(1)
+    )
+    assert provider.token() == TOKEN, "a valid replica is served alone: the primary not asked"
+    assert calls == Counter({OWN: 1})
+    with caplog.at_level(logging.INFO):
+        assert provider.refused(TOKEN) == ROTATED
+    assert sent == [], "the primary's newer token needs no refresh"
+    assert calls == Counter({OWN: 2, PRIMARY: 1})
+    assert len(behind_warnings(caplog)) == 1
+    world.clock.advance(REPLICA_RETRY_SECONDS)
+    assert provider._read().token == ROTATED, "the replica's older token is never served again"
+    assert calls == Counter({OWN: 3, PRIMARY: 2})
+    assert_no_token(caplog)
+
+
+def test_a_replica_in_sync_holding_the_refused_token_is_not_left_alone(world: World) -> None:
+    """The control: the replica holds what the primary holds, so both are read for the
+    refused token, the refresh is requested, and the replica is not behind."""
+    provider = world.provider(replica_regions=[OWN], refresh_wait_seconds=0)
+    calls = region_calls(provider)
+    with pytest.raises(ConsumerError) as caught:
+        provider.refused(TOKEN)
+    assert caught.value.reason == consumer.REFRESH_TIMEOUT
+    assert calls == Counter({OWN: 1, PRIMARY: 1})
+    provider._read()
+    assert calls == Counter({OWN: 2, PRIMARY: 1}), "not behind: the replica is read first"
+
+
+def test_an_expired_replica_and_an_unreadable_primary_are_one_error_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    stop_replication(world.arn, OWN)
+    world.clock.advance(DAY)
+    provider = world.provider(replica_regions=[OWN])
+    primary = provider._store(provider._read_targets().primary).client
+    fail_with(primary, "GetSecretValue", client_error("AccessDeniedException"))
+    with pytest.raises(ConsumerError) as caught:
+        provider.token()
+    message = str(caught.value)
+    assert caught.value.reason == consumer.ACCESS_DENIED, "what to fix: reading the primary"
+    assert message.startswith(
+        f"the service token's replica in {OWN} is stale (its token expired at "
+        f"{to_iso(START + DAY)}) and the primary in {PRIMARY} could not be read either: "
+        f"cannot read secret {world.arn!r}: AccessDeniedException"
+    )
+    assert "\n" not in message
+    assert_no_token(caplog, message)
+
+
+def test_a_stale_but_valid_replica_is_served_while_the_primary_cannot_be_read(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 403 re-reads the secret with the token refused: the replica holds it, the primary
+    is asked and refuses, and the replica's (still valid) token stays in use."""
+    provider = world.provider(replica_regions=[OWN])
+    assert provider.token() == TOKEN
+    primary = provider._store(provider._read_targets().primary).client
+    fail_with(primary, "GetSecretValue", client_error("ThrottlingException"))
+    world.clock.advance(10)  # past FORBIDDEN_RECHECK_SECONDS
+    with caplog.at_level(logging.WARNING):
+        assert provider.replacement(TOKEN) is None
+    (warning,) = [r for r in caplog.records if "could not be read" in r.msg]
+    assert warning.getMessage() == (
+        f"the service token's replica in {OWN} is stale (it holds the token the service "
+        "refused) and the primary could not be read; serving the replica's token while it is "
+        "valid"
+    )
+    assert warning.reason == consumer.UNAVAILABLE  # type: ignore[attr-defined]
+    assert_no_token(caplog)
 
 
 def test_replica_regions_need_an_arn_and_region_names(world: World) -> None:

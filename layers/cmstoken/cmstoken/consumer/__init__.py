@@ -3,9 +3,10 @@ it expires, and asks the rotator for a new one when the API refuses it.
 
 ``provider`` holds ``ServiceTokenProvider``, which puts together the cache (``cache``), the
 reading of the secret (``reading``), the shared waits for a token other than a refused one
-(``waits``), the refresh requests (``refresh``) and where to read (``regions``: the
-replica in the caller's region, or the primary); ``check`` is ``cmstoken-admin
-check-consumer``'s checks; ``auth`` is the ``requests`` adapter
+(``waits``), the refresh requests (``refresh``), where to read (``regions``: the
+replica in the caller's region, or the primary) and reading there (``fallback``: the primary
+as well when the replica fails or is stale, which ``staleness`` decides); ``check`` is
+``cmstoken-admin check-consumer``'s checks; ``auth`` is the ``requests`` adapter
 (``ServiceTokenAuth``); ``errors`` holds ``ConsumerError`` and its reasons. The AWS calls are
 the ``aws`` layer's (boto3 only there).
 

@@ -47,9 +47,12 @@ class _Entry:
 
 
 class TokenCache:
-    """The cached document of one provider, which ``read`` reads from the secret. Thread-safe."""
+    """The cached document of one provider, which ``read`` reads from the secret (given a token
+    the service refused, which the document read may then not hold). Thread-safe."""
 
-    def __init__(self, settings: CacheSettings, read: Callable[[], ServiceTokenDocument]) -> None:
+    def __init__(
+        self, settings: CacheSettings, read: Callable[[str | None], ServiceTokenDocument]
+    ) -> None:
         self._settings = settings
         self._read = read
         self._entry: _Entry | None = None
@@ -84,7 +87,7 @@ class TokenCache:
             if entry is not None and clock.now() < entry.fresh_until:
                 return entry.document
             try:
-                document = self._read()
+                document = self._read(None)
             except ConsumerError as exc:
                 if entry is None or clock.now() >= entry.document.expires_at:
                     raise
@@ -131,7 +134,7 @@ class TokenCache:
                 if now - entry.read_at < FORBIDDEN_RECHECK_SECONDS:
                     return None
             try:
-                current = self.remember(self._read())
+                current = self.remember(self._read(token))
             except ConsumerError as exc:
                 logger.warning(
                     "could not re-read the service token secret after a 403",

@@ -7,6 +7,11 @@ per check, ``ok``, ``FAIL`` (with what to fix) or
   through the consumer helper's own reading, so its three refusals apart (the policies, the
   key, not found); the token's fields parse and it has not expired. One call answers all
   three: a key's refusal means the policies let the caller through.
+- ``replica``, for each replica region: its token against the primary's (their ``issued_at``,
+  never the tokens). A replica behind the primary fails, with how far behind and the
+  ``describe-secret`` command that shows why (replication that fails keeps the old versions in
+  the replica's region, and the helper then reads the primary); ``skip`` when either token was
+  not read.
 - ``refresh request``: a real ``PutEvents`` on the stack's bus, only with
   ``--send-refresh-request`` (PutEvents has no dry run, and a request forces a rotation unless
   the stack refreshed within its minimum interval); otherwise ``skip``.
@@ -29,6 +34,7 @@ from cmstoken.consumer import errors as reasons
 from cmstoken.consumer.errors import ConsumerError
 from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.regions import replica_arn
+from cmstoken.consumer.staleness import behind, lag
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     ConfigurationError,
@@ -85,11 +91,13 @@ class ConsumerCheck:
 
 def run_checks(check: ConsumerCheck, clients: Clients, session: Any, clock: Clock) -> list[Line]:
     """Every check's line, in order (``session``: the credentials' session, for messages)."""
-    lines: list[Line] = []
-    for region in (check.region, *check.replica_regions):
+    store = SecretStore(clients("secretsmanager", check.region))
+    primary, lines = _read(check.secret_arn, check.region, store, session, clock, None)
+    for region in check.replica_regions:
         arn = replica_arn(check.secret_arn, region)
         store = SecretStore(clients("secretsmanager", region))
-        lines += _read(arn, region, store, session, clock)
+        replica, replica_lines = _read(arn, region, store, session, clock, primary)
+        lines += [*replica_lines, _replica(check, region, replica, primary, clock)]
     if check.bus_arn:
         lines.append(_refresh_request(check, clients, clock))
     lines.append(_refresh_credential(check.refresh_credential_arn, clients))
@@ -104,15 +112,24 @@ _NOT_READ = frozenset(
 )
 
 
-def _read(arn: str, region: str, store: SecretStore, session: Any, clock: Clock) -> list[Line]:
+def _read(
+    arn: str,
+    region: str,
+    store: SecretStore,
+    session: Any,
+    clock: Clock,
+    primary: ServiceTokenDocument | None,
+) -> tuple[ServiceTokenDocument | None, list[Line]]:
+    """The document read in ``region`` (``None`` when none was) and its three lines;
+    ``primary``: the primary's document, for a replica."""
     try:
         document = read_document(store, arn, session)
     except ConsumerError as exc:
-        return _read_failed(exc, region)
-    return [
+        return None, _read_failed(exc, region)
+    return document, [
         Line(OK, f"read {region}", f"GetSecretValue allowed on {arn}"),
         Line(OK, f"decrypt {region}", "Secrets Manager decrypted it with the secret's key"),
-        _token(document, region, clock),
+        _token(document, region, clock, primary),
     ]
 
 
@@ -143,10 +160,24 @@ def _read_failed(exc: ConsumerError, region: str) -> list[Line]:
     ]
 
 
-def _token(document: ServiceTokenDocument, region: str, clock: Clock) -> Line:
+def _token(
+    document: ServiceTokenDocument,
+    region: str,
+    clock: Clock,
+    primary: ServiceTokenDocument | None,
+) -> Line:
     check = f"token {region}"
     expires = to_iso(document.expires_at)
-    if clock.now() >= document.expires_at:
+    now = clock.now()
+    if now >= document.expires_at and primary is not None and behind(document, primary, now):
+        return Line(
+            FAIL,
+            check,
+            f"this replica's token expired at {expires} and the primary holds a newer one: "
+            f"the replica is behind (replica {region}, below); the helper reads the primary "
+            "instead",
+        )
+    if now >= document.expires_at:
         return Line(
             FAIL,
             check,
@@ -157,6 +188,38 @@ def _token(document: ServiceTokenDocument, region: str, clock: Clock) -> Line:
     if document.credential_status != STATUS_ACTIVE:
         note = "; the stack's credential needs reauthorization: tell its operator"
     return Line(OK, check, f"a token for {document.api_url}, expires {expires}{note}")
+
+
+def _replica(
+    check: ConsumerCheck,
+    region: str,
+    replica: ServiceTokenDocument | None,
+    primary: ServiceTokenDocument | None,
+    clock: Clock,
+) -> Line:
+    name = f"replica {region}"
+    if replica is None or primary is None:
+        which = "the primary's" if primary is None else "this replica's"
+        return Line(SKIP, name, f"not compared: {which} token was not read")
+    issued = to_iso(replica.issued_at)
+    if replica.token == primary.token:
+        return Line(OK, name, f"holds the primary's token (issued at {issued})")
+    if not behind(replica, primary, clock.now()):
+        return Line(OK, name, f"holds a token issued at {issued}, no older than the primary's")
+    describe = (
+        f"aws secretsmanager describe-secret --secret-id {check.secret_arn} "
+        f"--region {check.region} --query ReplicationStatus"
+    )
+    return Line(
+        FAIL,
+        name,
+        f"{lag(primary.issued_at - replica.issued_at)} behind the primary: its token was "
+        f"issued at {issued}, the primary's at {to_iso(primary.issued_at)}; replication to "
+        f"{region} has failed or not caught up yet (the helper reads the primary meanwhile): "
+        f"`{describe}` shows its Status and StatusMessage (InProgress: check again in a "
+        "minute; Failed: the stack's operator fixes what StatusMessage names, see "
+        "Troubleshoot AWS Secrets Manager replication)",
+    )
 
 
 # --- refresh requests -----------------------------------------------------------------------

@@ -21,7 +21,9 @@ bearer header of ``requests`` calls:
 use (the API's rule), with the same debounce. The call is retried once.
 
 A full ARN is read in its own region, or in the caller's region when ``replica_regions`` lists
-it (the replica there; ``regions``); a name is read in the caller's region and account only.
+it (the replica there; ``regions``), and then in its own region as well when the replica's
+token has expired, is the refused one or is older than one already read (``fallback``); a name
+is read in the caller's region and account only.
 
 Secrets Manager answers ``ResourceNotFoundException`` both for a secret that does not exist
 where the client asked (a mistyped ARN, another region or account) and for the empty secret of
@@ -41,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws import clients
@@ -55,6 +58,7 @@ from cmstoken.consumer.errors import (
     ConsumerError,
     require_active,
 )
+from cmstoken.consumer.fallback import RegionalReads
 from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.refresh import RefreshRequests
 from cmstoken.consumer.regions import Target, Targets, checked_regions
@@ -88,7 +92,8 @@ class ServiceTokenProvider:
     ``secrets_client`` given is used for every read, in its own region.
 
     ``replica_regions`` (the stack's ``ReplicaRegions``) are the regions with a replica: in
-    one of them the replica is read, the primary only when that read fails. ``event_bus``
+    one of them the replica is read, the primary only when that read fails or the replica is
+    stale (expired, refused, or older than a token already read: ``fallback``). ``event_bus``
     (name or ARN; the stack's ``RefreshRequestBusArn`` from another account) receives the
     refresh requests; ``None`` is the default bus of the caller's account and region.
     ``min_refresh_interval_seconds`` is used only when the published document does not carry
@@ -134,6 +139,7 @@ class ServiceTokenProvider:
         self._stores: dict[str | None, SecretStore] = {}
         self._targets: Targets | None = None
         self._clients_lock = threading.Lock()  # the session, the clients and the targets
+        self._reads = RegionalReads(self, self._read_targets, self._read_at)
         self._cache = TokenCache(self, self._read)
         self._waits = SharedWaits()
         self._requests = RefreshRequests(self)
@@ -199,22 +205,15 @@ class ServiceTokenProvider:
         """A client from the provider's session (the caller holds ``_clients_lock``)."""
         return clients.client(service_name, session=self._boto3_session(), region_name=region)
 
-    def _read(self) -> ServiceTokenDocument:
+    def _read_at(self, target: Target) -> ServiceTokenDocument:
+        """The document at ``target``, read now."""
+        return read_document(self._store(target), target.secret_id, self._session)
+
+    def _read(self, refused: str | None = None) -> ServiceTokenDocument:
         """The secret's document, read now (no cache): the replica in this region first when
-        there is one, then the primary; ``ConsumerError`` when there is none."""
-        targets = self._read_targets()
-        *replicas, primary = targets.order()
-        for replica in replicas:
-            try:
-                return read_document(self._store(replica), replica.secret_id, self._session)
-            except ConsumerError as exc:
-                targets.replica_failed()
-                logger.warning(
-                    "could not read the service token's replica in %s; reading the primary",
-                    replica.region,
-                    extra={"reason": exc.reason, "error": str(exc)},
-                )
-        return read_document(self._store(primary), primary.secret_id, self._session)
+        there is one, the primary when that fails or is stale (``fallback``; ``refused``: a
+        token the service refused); ``ConsumerError`` when there is none."""
+        return self._reads.read(refused)
 
     # --- the token --------------------------------------------------------------------------
 
@@ -292,7 +291,7 @@ class ServiceTokenProvider:
     ) -> ServiceTokenDocument:
         """Re-read (unless ``current`` was just read), then request a refresh and wait."""
         if current is None:
-            current = self._read()
+            current = self._read(token)
         if current.token != token:
             logger.info(
                 "refused service token replaced by the published one",
@@ -305,7 +304,7 @@ class ServiceTokenProvider:
         requested_at = self._requests.send(current, reason)
         rotated = wait_for_other_than(
             token,
-            self._read,
+            partial(self._read, token),
             clock=self.clock,
             seconds=self.refresh_wait_seconds,
             poll_interval=self.poll_interval_seconds,

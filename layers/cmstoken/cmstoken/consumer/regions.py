@@ -6,7 +6,7 @@ replicated secret is the same as the primary secret except for the Region", Secr
 User Guide, "Replicate secrets across Regions"). The helper does not discover replicas: the
 workload names the regions (``replica_regions``, the stack's ``ReplicaRegions``), so that no
 read is made to a region without one (each would be a failed, logged call). When a replica
-read fails, the primary is read instead, and the replica is left alone for
+read fails, or the replica is behind the primary (``fallback``), the primary alone is read for
 ``REPLICA_RETRY_SECONDS``.
 """
 
@@ -21,7 +21,7 @@ from cmstoken.aws.secret_lookup import secret_arn
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import ConfigurationError
 
-# After a failed replica read, the primary alone is read for this long.
+# After a failed replica read, or one behind the primary, the primary alone is read for this long.
 REPLICA_RETRY_SECONDS = 300.0
 # An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1).
 REGION_PATTERN = r"[a-z]{2}(-[a-z]+)+-\d{1,2}"
@@ -85,13 +85,17 @@ class Targets:
 
     def order(self) -> list[Target]:
         """Where to read now, best first."""
+        replica = self.replica_to_read()
+        return [self.primary] if replica is None else [replica, self.primary]
+
+    def replica_to_read(self) -> Target | None:
+        """The replica, unless there is none or it is resting."""
         with self._lock:
             resting = self._clock.now() < self._skip_replica_until
-        if self.replica is None or resting:
-            return [self.primary]
-        return [self.replica, self.primary]
+        return None if resting else self.replica
 
-    def replica_failed(self) -> None:
-        """A replica read failed: read the primary alone for ``REPLICA_RETRY_SECONDS``."""
+    def rest_replica(self) -> None:
+        """A replica read failed or was behind: read the primary alone for
+        ``REPLICA_RETRY_SECONDS``."""
         with self._lock:
             self._skip_replica_until = self._clock.now() + REPLICA_RETRY_SECONDS

@@ -57,7 +57,8 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
         "the refresh credential",
         description="Run with the consumer's credentials. One line per check (ok, FAIL with "
         "what to fix, skip), never a token: read, decrypt and token in the secret's region and "
-        "each replica region; a refresh request on the stack's bus (sent only with "
+        "each replica region, and each replica against the primary (one behind it fails); a "
+        "refresh request on the stack's bus (sent only with "
         "--send-refresh-request: PutEvents has no dry run, and a request forces a rotation "
         "unless the stack refreshed within its minimum interval); and GetSecretValue on the "
         "refresh credential, which must be denied. Exit 1 when a check fails.",
@@ -81,7 +82,8 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
         type=_regions,
         default=(),
         metavar="R1,R2",
-        help="the stack's ReplicaRegions output: each replica is checked too",
+        help="the stack's ReplicaRegions output: each replica is checked too, and compared "
+        "with the primary",
     )
     check.add_argument(
         "--bus-arn",
