@@ -31,6 +31,7 @@ NAMELESS = frozenset(
     {
         "AWS::KMS::Key",
         "AWS::Lambda::Alias",
+        "AWS::Lambda::EventSourceMapping",
         "AWS::Lambda::Permission",
         "AWS::Lambda::EventInvokeConfig",
         "AWS::Lambda::Url",
@@ -53,7 +54,6 @@ SHARING = {
     "ServiceTokenKeyUse": ("AWS::IAM::Policy", "UseServiceTokenKey"),
     "RefreshRequestBus": ("AWS::Events::EventBus", "ShareAcrossAccounts"),
     "RemoteRefreshRequestedRule": ("AWS::Events::Rule", "ShareAcrossAccounts"),
-    "RemoteRefreshRequestedPermission": ("AWS::Lambda::Permission", "ShareAcrossAccounts"),
 }
 
 

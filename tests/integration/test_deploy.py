@@ -93,6 +93,9 @@ NOT_CREATED_BY_MOTO: dict[str, tuple[str, ...]] = {
     "AWS::Lambda::Url": (
         f"{ONE_CLICK_TESTS}::test_the_function_url_is_public_buffered_and_without_cors",
     ),
+    "AWS::Lambda::Alias": (
+        f"{ONE_CLICK_TESTS}::test_the_links_reach_the_bootstrap_only_through_its_alias",
+    ),
     "AWS::IAM::RolePolicy": (
         f"{IAM_TESTS}::test_each_role_policy_grants_exactly_its_table",
         f"{ONE_CLICK_TESTS}::test_the_links_role_grants_exactly_its_contract",
@@ -101,6 +104,7 @@ NOT_CREATED_BY_MOTO: dict[str, tuple[str, ...]] = {
     "AWS::SQS::QueuePolicy": (
         f"{RULES_TESTS}::test_resource_policies_name_their_resource",
         f"{TEMPLATE_TESTS}::test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters",
+        f"{IAM_TESTS}::test_each_resource_policy_is_exactly_its_table",
     ),
     "AWS::SNS::TopicPolicy": (f"{RULES_TESTS}::test_alarm_topics_are_deliverable",),
     "AWS::SNS::Subscription": (f"{TEMPLATE_TESTS}::test_the_email_subscription_is_optional",),

@@ -123,7 +123,7 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     assert read["Resource"] == stack.stand_ins["ServiceTokenSecret"].ref
     assert decrypt["Resource"] == key.arn
 
-    # The bus is the stack's; its rule hands refresh requests to the rotator.
+    # The bus is the stack's; its rule sends refresh requests to the queue where they coalesce.
     events = server_client("events")
     bus = events.describe_event_bus(Name="cmstoken-shared-refresh-requests")
     assert outputs["RefreshRequestBusArn"] == bus["Arn"]
@@ -138,10 +138,11 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     (target,) = events.list_targets_by_rule(
         Rule=rule["Name"], EventBusName="cmstoken-shared-refresh-requests"
     )["Targets"]
-    rotator = server_client("lambda").get_function_configuration(
-        FunctionName=stack.physical_id("RotatorFunction")
-    )
-    assert target["Arn"] == rotator["FunctionArn"]
+    queue = server_client("sqs").get_queue_attributes(
+        QueueUrl=stack.physical_id("RefreshRequestQueue"), AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    assert target["Arn"] == queue
+    assert target["SqsParameters"] == {"MessageGroupId": "refresh-requests"}
     assert target["DeadLetterConfig"]["Arn"].endswith(
         ":" + stack.physical_id("RotationDeadLetterQueue").rsplit("/", 1)[-1]
     )

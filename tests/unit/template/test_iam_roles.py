@@ -221,6 +221,16 @@ ROLES: dict[str, Role] = {
             "rotate-the-two-secrets": document(
                 *functions_statements("RotatorLogGroup"),
                 {
+                    "Sid": "TakeTheRefreshRequests",
+                    "Effect": "Allow",
+                    "Action": [
+                        "sqs:ReceiveMessage",
+                        "sqs:DeleteMessage",
+                        "sqs:GetQueueAttributes",
+                    ],
+                    "Resource": arn("RefreshRequestQueue"),
+                },
+                {
                     "Sid": "ReportFailedInvocations",
                     "Effect": "Allow",
                     "Action": "sqs:SendMessage",
@@ -611,11 +621,32 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
             },
         ),
     },
-    "RefreshRequestedPermission": {
-        "Action": "lambda:InvokeFunction",
-        "FunctionName": ref("RotatorFunction"),
-        "Principal": "events.amazonaws.com",
-        "SourceArn": arn("RefreshRequestedRule"),
+    # The refresh requests' queue admits what the two refresh rules send, nothing else.
+    "RefreshRequestQueuePolicy": {
+        "Queues": [ref("RefreshRequestQueue")],
+        "PolicyDocument": document(
+            {
+                "Sid": "RefreshRequestedRuleRequests",
+                "Effect": "Allow",
+                "Principal": {"Service": "events.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": arn("RefreshRequestQueue"),
+                "Condition": {"ArnEquals": {"aws:SourceArn": arn("RefreshRequestedRule")}},
+            },
+            only_if(
+                "ShareAcrossAccounts",
+                {
+                    "Sid": "RemoteRefreshRequestedRuleRequests",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn("RefreshRequestQueue"),
+                    "Condition": {
+                        "ArnEquals": {"aws:SourceArn": arn("RemoteRefreshRequestedRule")}
+                    },
+                },
+            ),
+        ),
     },
     # OneClickReauthorization: the signing key is readable by the links function's role alone.
     "LinkSigningKeySecretPolicy": {
@@ -764,18 +795,11 @@ RESOURCE_POLICIES["RefreshRequestBus"] = {
         )
     ),
 }
-RESOURCE_POLICIES["RemoteRefreshRequestedPermission"] = {
-    "Action": "lambda:InvokeFunction",
-    "FunctionName": ref("RotatorFunction"),
-    "Principal": "events.amazonaws.com",
-    "SourceArn": arn("RemoteRefreshRequestedRule"),
-}
 
 RESOURCE_POLICY_CONDITIONS = {
     "ServiceTokenSecretPolicy": "ShareAcrossAccounts",
     "ServiceTokenKey": "CreateServiceTokenKey",
     "RefreshRequestBus": "ShareAcrossAccounts",
-    "RemoteRefreshRequestedPermission": "ShareAcrossAccounts",
     "AlarmTopicKey": "CreateAlarmTopicKey",
     "LinkSigningKeySecretPolicy": ONE_CLICK,
     "LinksFunctionUrlPublicPermissions": ONE_CLICK,

@@ -59,7 +59,8 @@ ONE_CLICK_OUTPUTS = {"LinksUrl", "LinksFunctionName", "LinkSigningKeySecretArn",
 # The transformed template's logical ids before issue 21 (main at 97d593c; the layer's without
 # the hash SAM appends): with the parameter off, the stack is exactly these, each resolving to
 # what it resolved to then (checked when the feature was added, for the defaults and with every
-# other optional resource on).
+# other optional resource on). Since issue 29 the refresh requests coalesce in a queue
+# (RefreshRequestQueue, its policy and the rotator's mapping) instead of the rule's permission.
 BEFORE = {
     "AlarmEmailSubscription",
     "AlarmTopic",
@@ -80,13 +81,15 @@ BEFORE = {
     "RefreshCredentialSecret",
     "RefreshCredentialSecretPolicy",
     "RefreshFamilyAgingAlarm",
-    "RefreshRequestedPermission",
+    "RefreshRequestQueue",
+    "RefreshRequestQueuePolicy",
     "RefreshRequestedRule",
     "RotationDeadLetterQueue",
     "RotationDeadLetterQueuePolicy",
     "RotationFailingAlarm",
     "RotatorFunction",
     "RotatorFunctionEventInvokeConfig",
+    "RotatorFunctionRefreshRequests",
     "RotatorFunctionSchedule",
     "RotatorFunctionScheduleRole",
     "RotatorHeartbeatAlarm",

@@ -547,7 +547,6 @@ def test_the_refresh_request_bus_policy_is_exactly(combination: str) -> None:
         for name in (
             "RefreshRequestBus",
             "RemoteRefreshRequestedRule",
-            "RemoteRefreshRequestedPermission",
         ):
             assert name not in found["Resources"]
         assert "RefreshRequestBusArn" not in found["Outputs"]
@@ -559,11 +558,12 @@ def test_the_refresh_request_bus_policy_is_exactly(combination: str) -> None:
     assert found["Outputs"]["RefreshRequestBusArn"]["Value"] == "<RefreshRequestBus.Arn>"
 
 
-def test_refresh_requests_on_the_bus_reach_the_rotator_as_the_default_bus_requests_do() -> None:
+def test_refresh_requests_on_the_bus_coalesce_as_the_default_bus_requests_do() -> None:
     """The rule on the stack's bus matches refresh requests of consumers (any account allowed to
-    put them there) and hands them to the rotator with RefreshRequestedRule's retries and dead
-    letters; the queue admits that rule's dead letters (EventBridge User Guide, "Using dead-letter
-    queues to process undelivered events"); the rotator's debounce is the rate limit."""
+    put them there) and sends them to the queue where they coalesce (test_refresh_requests.py)
+    with RefreshRequestedRule's retries and dead letters; both queues admit that rule's messages
+    (EventBridge User Guide, "Using dead-letter queues to process undelivered events"; "Amazon
+    SQS permissions" for an SQS target)."""
     found = resolved_stack(resolver(ConsumerAccountIds=ACCOUNTS))["Resources"]
     rule = found["RemoteRefreshRequestedRule"]["Properties"]
     local = found["RefreshRequestedRule"]["Properties"]
@@ -573,19 +573,18 @@ def test_refresh_requests_on_the_bus_reach_the_rotator_as_the_default_bus_reques
         "detail-type": ["Service Token Refresh Requested"],
     }
     assert rule["Targets"] == local["Targets"]
-    assert found["RemoteRefreshRequestedPermission"]["Properties"] == {
-        "Action": "lambda:InvokeFunction",
-        "FunctionName": "<RotatorFunction>",
-        "Principal": "events.amazonaws.com",
-        "SourceArn": "<RemoteRefreshRequestedRule.Arn>",
-    }
-    queue = found["RotationDeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    assert queue[1] == {
-        "Sid": "RemoteRefreshRequestedRuleDeadLetters",
-        "Effect": "Allow",
-        "Principal": {"Service": "events.amazonaws.com"},
-        "Action": "sqs:SendMessage",
-        "Resource": "<RotationDeadLetterQueue.Arn>",
-        "Condition": {"ArnEquals": {"aws:SourceArn": "<RemoteRefreshRequestedRule.Arn>"}},
-    }
-    assert len(queue) == 2
+    assert [t["Arn"] for t in rule["Targets"]] == ["<RefreshRequestQueue.Arn>"]
+    for policy, queue, sid in (
+        ("RotationDeadLetterQueuePolicy", "RotationDeadLetterQueue", "DeadLetters"),
+        ("RefreshRequestQueuePolicy", "RefreshRequestQueue", "Requests"),
+    ):
+        statements = found[policy]["Properties"]["PolicyDocument"]["Statement"]
+        assert statements[1] == {
+            "Sid": f"RemoteRefreshRequestedRule{sid}",
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": f"<{queue}.Arn>",
+            "Condition": {"ArnEquals": {"aws:SourceArn": "<RemoteRefreshRequestedRule.Arn>"}},
+        }
+        assert len(statements) == 2

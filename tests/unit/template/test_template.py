@@ -412,19 +412,24 @@ def test_the_schedule_retries_and_dead_letters(resources: dict[str, Any]) -> Non
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
 
 
-def test_refresh_requests_from_any_source_of_this_account_reach_the_rotator(
+def test_refresh_requests_from_any_source_of_this_account_coalesce_for_the_rotator(
     resources: dict[str, Any],
 ) -> None:
+    """The rule takes any source of this account; its requests go to the queue where they
+    coalesce (test_refresh_requests.py), never straight to the rotator."""
     rule = resources["RefreshRequestedRule"]["Properties"]
     assert rule["EventPattern"] == {
         "account": [{"Ref": "AWS::AccountId"}],
         "detail-type": ["Service Token Refresh Requested"],
     }
     (target,) = rule["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": ["RotatorFunction", "Arn"]}
+    assert target["Arn"] == {"Fn::GetAtt": ["RefreshRequestQueue", "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
-    permission = resources["RefreshRequestedPermission"]["Properties"]
-    assert permission["SourceArn"] == {"Fn::GetAtt": ["RefreshRequestedRule", "Arn"]}
+    permissions = of_type(resources, "AWS::Lambda::Permission").values()
+    on_the_rotator = [
+        p for p in permissions if p["Properties"]["FunctionName"] == {"Ref": "RotatorFunction"}
+    ]
+    assert on_the_rotator == []  # nothing but the schedule invokes it asynchronously
 
 
 def test_failed_asynchronous_invocations_go_to_the_dead_letter_queue(
@@ -615,7 +620,7 @@ def test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters(
     """EventBridge delivers a rule target's dead letters only if the queue's policy lets
     events.amazonaws.com send them, for that rule (EventBridge User Guide, "Using dead-letter
     queues to process undelivered events", granting permissions to the dead-letter queue)."""
-    (policy,) = of_type(resources, "AWS::SQS::QueuePolicy").values()
+    policy = resources["RotationDeadLetterQueuePolicy"]
     assert policy["Properties"]["Queues"] == [{"Ref": "RotationDeadLetterQueue"}]
     # The rule of refresh requests from other accounts has its own statement (test_sharing.py).
     statement, remote = policy["Properties"]["PolicyDocument"]["Statement"]

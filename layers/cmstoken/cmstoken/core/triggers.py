@@ -11,6 +11,8 @@ REFRESH_REQUESTED = "Service Token Refresh Requested"
 # The source the consumer helper sends refresh requests from: the one the stack's bus policy
 # and consumer.yaml allow.
 CONSUMER_SOURCE = "cmstoken.consumer"
+# The source of a run on requests that coalesced in the stack's queue (RefreshRequestQueue).
+QUEUED = "requests"
 
 
 @dataclass(frozen=True)
@@ -26,13 +28,18 @@ class RotationRequest:
         """Classify an invocation event (SPEC section 3).
 
         Any JSON object is a scheduled run; ``{"force": true}`` forces one; an EventBridge event
-        whose ``detail-type`` is ``Service Token Refresh Requested`` (any ``source``) forces one.
+        whose ``detail-type`` is ``Service Token Refresh Requested`` (any ``source``) forces one,
+        and so does a batch of such requests from the stack's queue, where they coalesce (an
+        SQS event source mapping's ``{"Records": [...]}``, every record from ``aws:sqs``).
         ``force`` must be a JSON boolean: ``"true"`` is refused rather than guessed.
         """
         if not isinstance(event, dict):
             raise ConfigurationError(
                 f"rotator event must be a JSON object, got JSON {type(event).__name__}"
             )
+        records = event.get("Records")
+        if isinstance(records, list) and records and all(map(_from_queue, records)):
+            return cls(forced=True, source=QUEUED)
         if event.get("detail-type") == REFRESH_REQUESTED:
             source = event.get("source")
             return cls(
@@ -45,3 +52,7 @@ class RotationRequest:
                 f"got JSON {type(force).__name__}"
             )
         return cls(forced=force, source="force" if force else "schedule")
+
+
+def _from_queue(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("eventSource") == "aws:sqs"

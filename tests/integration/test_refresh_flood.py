@@ -1,0 +1,100 @@
+"""Issue 29, item 5: a flood of refresh requests on the real template's wiring, deployed through
+CloudFormation on moto's server. 10,000 requests in a burst, half from this account on the
+default bus and half from consumers on the stack's bus, become one message in the stack's
+queue (content-based deduplication: SQS Developer Guide, "Exactly-once processing in Amazon
+SQS": messages with the same deduplication ID sent within the 5-minute deduplication interval
+are accepted but not delivered), so the rotator's event source mapping runs it once; the
+schedule's invocations take another path (the rotator's ``EventInvokeConfig``), which the flood
+never reaches. What moto cannot run (Lambda's queue of asynchronous invocations, throttling, the
+schedule over days) is in ``tests/simulation/refresh_flood.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cmstoken.core.triggers import QUEUED, REFRESH_REQUESTED, RotationRequest
+from deployment import Deployer, server_client, server_deployer
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:Tried to parse AWS.*:UserWarning"),
+    pytest.mark.timeout(900),  # 1,000 PutEvents calls to moto's server
+]
+
+BUCKET = "cmstoken-flood-artifacts"
+SHARED = {"ServiceBaseUrl": "https://cms.example.invalid", "ConsumerAccountIds": "111111111111"}
+REQUESTS = 10_000
+
+
+@pytest.fixture
+def deployer(moto_server: str) -> Deployer:
+    return server_deployer(BUCKET)
+
+
+def request(bus: str) -> dict[str, Any]:
+    return {
+        "EventBusName": bus,
+        "Source": "cmstoken.consumer",
+        "DetailType": REFRESH_REQUESTED,
+        "Detail": json.dumps({"reason": "the service answered 401"}),
+    }
+
+
+def drain(queue: str) -> list[list[dict[str, Any]]]:
+    """The batches the rotator's event source mapping would receive (10 messages at most
+    each), deleting each as a run that returned does."""
+    sqs = server_client("sqs")
+    batches: list[list[dict[str, Any]]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            return batches
+        batches.append(got)
+        sqs.delete_message_batch(
+            QueueUrl=queue,
+            Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)
+            ],
+        )
+
+
+def test_ten_thousand_requests_in_a_burst_are_one_rotator_run(deployer: Deployer, say: Any) -> None:
+    stack = deployer.deploy("cmstoken-flood", SHARED)
+    assert stack.status == "CREATE_COMPLETE"
+    # The test is the mapping's poller (moto would run the function in a container).
+    lambdas = server_client("lambda")
+    rotator = lambdas.get_function_configuration(FunctionName=stack.physical_id("RotatorFunction"))
+    (mapping,) = lambdas.list_event_source_mappings(FunctionName=rotator["FunctionName"])[
+        "EventSourceMappings"
+    ]
+    lambdas.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    events = server_client("events")
+    buses = ("default", "cmstoken-flood-refresh-requests")
+    for start in range(0, REQUESTS, 10):
+        entries = [request(buses[(start // 10) % 2])] * 10
+        answer = events.put_events(Entries=entries)
+        assert answer["FailedEntryCount"] == 0
+    queue = stack.physical_id("RefreshRequestQueue")
+    batches = drain(queue)
+    # One message, whatever the bus: one run of the rotator, forced.
+    assert [len(batch) for batch in batches] == [1]
+    (message,) = batches[0]
+    records = {"Records": [{"eventSource": "aws:sqs", "body": message["Body"]}]}
+    assert RotationRequest.from_event(records) == RotationRequest(forced=True, source=QUEUED)
+    assert RotationRequest.from_event(json.loads(message["Body"])).forced  # as EventBridge's
+    # The event source mapping is what runs it: from this queue to the rotator, 10 at a time.
+    attributes = server_client("sqs").get_queue_attributes(
+        QueueUrl=queue, AttributeNames=["QueueArn", "FifoQueue", "ContentBasedDeduplication"]
+    )["Attributes"]
+    assert mapping["EventSourceArn"] == attributes["QueueArn"]
+    assert mapping["BatchSize"] == 10
+    assert (attributes["FifoQueue"], attributes["ContentBasedDeduplication"]) == ("true", "true")
+    # Nothing else of the flood reaches the rotator: no rule targets it.
+    for bus in buses:
+        for rule in events.list_rules(EventBusName=bus)["Rules"]:
+            targets = events.list_targets_by_rule(Rule=rule["Name"], EventBusName=bus)["Targets"]
+            assert rotator["FunctionArn"] not in [t["Arn"] for t in targets]
+    say(f"[flood] {REQUESTS} refresh requests in a burst: {len(batches)} rotator run")
