@@ -704,17 +704,6 @@ def policy_statements(document: Any) -> list[dict[str, Any]]:
     return found
 
 
-def defined_tests(module: str) -> set[str]:
-    """The test functions the test module ``module`` (a path from the checkout) defines: the
-    template assertions a deploy test may name for what moto does not create or apply."""
-    tree = ast.parse((ROOT / module).read_text())
-    return {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-    }
-
-
 def server_client(service: str) -> Any:
     """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
     return boto3.client(service)  # type: ignore[call-overload]

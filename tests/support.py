@@ -3,6 +3,7 @@ transport that answers with prepared responses instead of opening sockets."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import json
@@ -601,6 +602,26 @@ def table(marker: str) -> list[list[str]]:
     assert len(found) == 1, f"{len(found)} tables follow <!-- {marker} -->"
     rows = [line.strip().strip("|").split(" | ") for line in found[0].splitlines()]
     return [[cell.strip() for cell in row] for row in rows[2:]]
+
+
+def defined_tests(module: str) -> set[str]:
+    """The tests the test module ``module`` (a path from the checkout) defines, as a pytest node
+    id names them after ``module::``: each ``test_*`` function (one defined under a top-level
+    ``if`` too), and each ``test_*`` method of a ``Test*`` class as ``Class::method``. What a
+    deploy test names for what moto leaves out, and what docs/threat-model.md names for each
+    limit, must be among them."""
+
+    def found(body: list[ast.stmt], prefix: str) -> Iterator[str]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.name.startswith("test_"):
+                    yield prefix + node.name
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                yield from found(node.body, f"{prefix}{node.name}::")
+            elif isinstance(node, ast.If):
+                yield from found(node.body + node.orelse, prefix)
+
+    return set(found(ast.parse((_REPOSITORY / module).read_text()).body, ""))
 
 
 # --- AWS CLI commands a document shows ----------------------------------------------------------

@@ -26,12 +26,12 @@ from deployment import (
     ROOT,
     DeployedStack,
     Deployer,
-    defined_tests,
     policy_statements,
     server_client,
     server_deployer,
 )
 from lifecycle import Lifecycle, Stack
+from support import defined_tests
 
 pytestmark = [
     pytest.mark.integration,

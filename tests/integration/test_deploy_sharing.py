@@ -19,11 +19,11 @@ import pytest
 
 from deployment import (
     Deployer,
-    defined_tests,
     policy_statements,
     server_client,
     server_deployer,
 )
+from support import defined_tests
 from template_model import SHARING
 
 pytestmark = [
