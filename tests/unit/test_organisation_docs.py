@@ -117,4 +117,7 @@ def test_the_security_table_has_every_new_principal() -> None:
     assert bus == {"Fn::Sub": "${AWS::StackName}-refresh-requests"}
     assert "`NAME-refresh-requests`" in table
     assert "when the service token is shared or replicated" in table
-    assert "EventBridge (the rule on `NAME-refresh-requests`)" in table
+    assert "EventBridge (the rules on the default bus and on `NAME-refresh-requests`)" in table
+    queue = template_model.source()["Resources"]["RefreshRequestQueue"]["Properties"]
+    assert queue["QueueName"] == {"Fn::Sub": "${AWS::StackName}-refresh-requests.fifo"}
+    assert "`NAME-refresh-requests.fifo`" in table

@@ -1,6 +1,6 @@
 """Issue 29, item 5: refresh requests coalesce in a queue before they reach the rotator, so that
 the cost of N requests is bounded and the schedule's run never waits behind them (the burst and
-the day-long flood: tests/unit/simulation/test_refresh_flood.py on this wiring,
+the day-long flood: tests/unit/simulation/test_simulation_refresh_flood.py on this wiring,
 tests/integration/test_refresh_flood.py on moto's CloudFormation); the debounce has a floor."""
 
 from __future__ import annotations
