@@ -29,6 +29,13 @@ def parameter_values(template: Mapping[str, Any], **overrides: Any) -> dict[str,
     return values
 
 
+class TemplateError(ValueError):
+    """An intrinsic function CloudFormation cannot evaluate for these values: it fails the stack
+    operation with "Template error: " and this message (e.g. Template Reference, "Fn::Select":
+    an index out of bounds "will result in a stack error"). In a condition, before any resource
+    is created or changed (User Guide, "Conditions": all conditions are evaluated first)."""
+
+
 class Resolver:
     """Resolves the intrinsic functions the template uses (``Ref``, ``Fn::Sub``, ``Fn::If``,
     ``Fn::FindInMap``, ``Fn::Equals``, ``Fn::Not``, ``Fn::Or``, ``Fn::And``, ``Fn::GetAtt``,
@@ -111,6 +118,8 @@ class Resolver:
             return str(self.resolve(text)).split(separator)
         if function == "Fn::Select":
             index, items = (self.resolve(item) for item in argument)
+            if not 0 <= int(index) < len(items):
+                raise TemplateError(f"Fn::Select cannot select nonexistent value at index {index}")
             return items[int(index)]
         if function == "Fn::Join":
             separator, items = argument

@@ -21,13 +21,14 @@ def template() -> dict[str, Any]:
     return cfn_intrinsics.load_template(TEMPLATE)
 
 
-def parameters(
-    *, key: bool = False, bus: bool = False, regions: tuple[str, ...] = ()
-) -> dict[str, str]:
-    """The template's parameters for one combination (the rest at their defaults)."""
-    values = {"ServiceTokenSecretArn": SECRET_ARN, "ReplicaRegions": ",".join(regions)}
-    if key:
-        values["ServiceTokenKeyArn"] = KEY_ARN
+def parameters(*, bus: bool = False, regions: tuple[str, ...] = ()) -> dict[str, str]:
+    """The template's parameters for one combination (the rest at their defaults): the secret and
+    its key always (a shared secret is always under a customer managed key)."""
+    values = {
+        "ServiceTokenSecretArn": SECRET_ARN,
+        "ServiceTokenKeyArn": KEY_ARN,
+        "ServiceTokenReplicaRegions": ",".join(regions),
+    }
     if bus:
         values["RefreshRequestBusArn"] = BUS_ARN
     return values
@@ -56,9 +57,7 @@ def policy_document(values: dict[str, str]) -> dict[str, Any]:
     return document
 
 
-def expected_document(
-    *, key: bool = False, bus: bool = False, regions: tuple[str, ...] = ()
-) -> dict[str, Any]:
+def expected_document(*, bus: bool = False, regions: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the consumer may do, written out by hand: read the secret and its replicas (the same
     ARN in each replica region), decrypt with the key and its multi-Region replicas through
     Secrets Manager in those regions only, and put refresh requests from cmstoken.consumer on
@@ -70,22 +69,19 @@ def expected_document(
             "Effect": "Allow",
             "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
             "Resource": [SECRET_ARN.replace(":eu-west-1:", f":{r}:") for r in everywhere],
-        }
+        },
+        {
+            "Sid": "DecryptTheServiceTokenThroughSecretsManager",
+            "Effect": "Allow",
+            "Action": "kms:Decrypt",
+            "Resource": [KEY_ARN.replace(":eu-west-1:", f":{r}:") for r in everywhere],
+            "Condition": {
+                "StringEquals": {
+                    "kms:ViaService": [f"secretsmanager.{r}.amazonaws.com" for r in everywhere]
+                }
+            },
+        },
     ]
-    if key:
-        statements.append(
-            {
-                "Sid": "DecryptTheServiceTokenThroughSecretsManager",
-                "Effect": "Allow",
-                "Action": "kms:Decrypt",
-                "Resource": [KEY_ARN.replace(":eu-west-1:", f":{r}:") for r in everywhere],
-                "Condition": {
-                    "StringEquals": {
-                        "kms:ViaService": [f"secretsmanager.{r}.amazonaws.com" for r in everywhere]
-                    }
-                },
-            }
-        )
     if bus:
         statements.append(
             {

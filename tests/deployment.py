@@ -20,6 +20,10 @@ and checked by the deploy test:
   removes the item; :func:`without_novalue_items` removes it first.
 - ``AWS::Lambda::LayerVersion`` is created under a generated name (``LayerName`` is ignored)
   with no physical id, so a ``Ref`` to it yields no ARN and the functions get no layer.
+- It checks no ``Rules``, and an ``Fn::Select`` past the end of its list in a condition is an
+  ``IndexError`` (a 500), where CloudFormation refuses both before it creates anything
+  (``template_model.refusals``): :class:`Deployer` checks them first, and creates nothing when
+  they refuse.
 - Functions are created without their ``Architectures``, ``Tracing`` and ``LoggingConfig``
   (moto reports x86_64 and PassThrough); reserved concurrency, environment, role, rule targets
   and permissions are kept. The template assertions cover what moto leaves out.
@@ -48,7 +52,7 @@ from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 import cfn_intrinsics
-from template_model import NAMELESS, Resolver
+from template_model import NAMELESS, Resolver, refusals
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_TEMPLATE = ROOT / "template.yaml"
@@ -403,6 +407,11 @@ class Deployer:
     def deploy(self, stack_name: str, offered: Mapping[str, str]) -> DeployedStack:
         values = parameter_values(self.transformed, offered)
         pseudo = pseudo_parameters(stack_name, self.region, self.account_id)
+        # moto checks neither the Rules nor the conditions' errors; CloudFormation checks both
+        # before it creates anything (template_model.refusals), and so nothing is made here.
+        refused = refusals({**values, **pseudo}, self.transformed)
+        if refused:
+            raise DeployError(f"stack {stack_name}: refused before any resource: {refused}")
         resolver = Resolver({**values, **pseudo}, self.transformed)
         stand_ins = {}
         for logical_id, resource in self.transformed["Resources"].items():

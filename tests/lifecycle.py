@@ -73,7 +73,7 @@ from deployment import (
     upload_template,
     without_novalue_items,
 )
-from template_model import Resolver
+from template_model import Resolver, refusals
 
 SECRET = "AWS::SecretsManager::Secret"
 POLICY = "AWS::SecretsManager::ResourcePolicy"
@@ -260,6 +260,9 @@ class Lifecycle:
         transformed = self.transform(template)
         values = sam_deploy_parameters(transformed, stack.parameters, overrides or {})
         pseudo = pseudo_parameters(stack.name, self.region, self.account_id)
+        refused = refusals({**values, **pseudo}, transformed)
+        if refused:  # as Deployer.deploy: CloudFormation changes nothing
+            raise DeployError(f"stack {stack.name}: update refused, nothing changed: {refused}")
         resolver = Resolver({**values, **pseudo}, transformed)
         present = {
             logical_id: resource

@@ -139,18 +139,44 @@ class Resolver(cfn_intrinsics.Resolver):
         )
 
 
-def broken_rules(parameters: Mapping[str, str]) -> list[str]:
+def broken_rules(
+    parameters: Mapping[str, str], template: Mapping[str, Any] | None = None
+) -> list[str]:
     """The template's Rules that refuse these parameter values: a rule whose RuleCondition holds
     and one of whose Assertions does not (CloudFormation User Guide, "Rules syntax"; the rule
-    functions' meanings from the Template Reference, "Rule functions")."""
-    values = Resolver(parameters)
+    functions' meanings from the Template Reference, "Rule functions"). The rules take parameter
+    values only, so no condition is evaluated for them."""
+    found = template if template is not None else transformed()
+    values = Resolver(parameters, {**found, "Conditions": {}})
     broken = []
-    for name, rule in transformed().get("Rules", {}).items():
+    for name, rule in found.get("Rules", {}).items():
         if "RuleCondition" in rule and not _rule(rule["RuleCondition"], values):
             continue
         if not all(_rule(a["Assert"], values) for a in rule["Assertions"]):
             broken.append(name)
     return broken
+
+
+def refusals(parameters: Mapping[str, str], template: Mapping[str, Any] | None = None) -> list[str]:
+    """Why CloudFormation refuses these parameter values before it creates or changes any
+    resource: each broken rule's assertion that fails, by its AssertDescription; else the template
+    error that evaluating the conditions meets (every condition is evaluated before any resource:
+    User Guide, "Conditions"), as CloudFormation words it; else nothing."""
+    found = template if template is not None else transformed()
+    values = Resolver(parameters, {**found, "Conditions": {}})
+    described = [
+        " ".join(assertion["AssertDescription"].split())
+        for name in broken_rules(parameters, found)
+        for assertion in found["Rules"][name]["Assertions"]
+        if not _rule(assertion["Assert"], values)
+    ]
+    if described:
+        return described
+    try:
+        Resolver(parameters, found)
+    except cfn_intrinsics.TemplateError as error:
+        return [f"Template error: {error}"]
+    return []
 
 
 def _rule(expression: Any, values: Resolver) -> Any:

@@ -14,11 +14,13 @@ API cannot read a key its CloudFormation created, so that key is read from moto'
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from deployment import (
     Deployer,
+    DeployError,
     policy_statements,
     server_client,
     server_deployer,
@@ -146,3 +148,60 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     assert target["DeadLetterConfig"]["Arn"].endswith(
         ":" + stack.physical_id("RotationDeadLetterQueue").rsplit("/", 1)[-1]
     )
+
+
+# --- refused before any resource --------------------------------------------------------------
+
+SINGLE_REGION_KEY = "key/1234abcd-12ab-34cd-56ef-1234567890ab"
+MULTI_REGION_KEY = "key/mrk-1234abcd12ab34cd56ef1234567890ab"
+# Each refused combination (the stack's Region and account filled in), what the refusal says,
+# and the same combination mended, which deploys.
+REFUSED = {
+    "the stack's own Region among the replicas": (
+        {"ReplicaRegions": "eu-west-1,{region}"},
+        "this stack's own Region",
+        {"ReplicaRegions": "eu-west-1"},
+    ),
+    "a single-Region key with replicas": (
+        {"ReplicaRegions": "eu-west-1", "ServiceTokenKmsKeyArn": "{key}" + SINGLE_REGION_KEY},
+        "Fn::Select cannot select nonexistent value at index 1",
+        {"ReplicaRegions": "eu-west-1", "ServiceTokenKmsKeyArn": "{key}" + MULTI_REGION_KEY},
+    ),
+    "six replica Regions": (
+        {"ReplicaRegions": "eu-west-1,eu-west-2,eu-west-3,eu-central-1,eu-north-1,eu-south-1"},
+        "Fn::Select cannot select nonexistent value at index 5",
+        {"ReplicaRegions": "eu-west-1,eu-west-2,eu-west-3,eu-central-1,eu-north-1"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_combination_creates_nothing_and_mended_it_deploys(
+    deployer: Deployer, case: str
+) -> None:
+    """CloudFormation refuses these before it creates anything (template_model.refusals, and
+    tests/unit/template/test_parameter_refusals.py for the AWS documents): no stack, no secret.
+    The mended combination deploys, replicas named (moto's Secrets Manager does not replicate
+    the stand-in secret; the template's replica properties are asserted in test_sharing.py)."""
+    refused, reason, mended = REFUSED[case]
+    key = f"arn:aws:kms:{deployer.region}:{deployer.account_id}:"
+
+    def filled(values: dict[str, str]) -> dict[str, str]:
+        return {
+            name: value.replace("{region}", deployer.region).replace("{key}", key)
+            for name, value in values.items()
+        }
+
+    with pytest.raises(DeployError, match=re.escape(reason)):
+        deployer.deploy("cmstoken-refused", {**SHARED, **filled(refused)})
+    cloudformation = server_client("cloudformation")
+    assert not [
+        s
+        for s in cloudformation.list_stacks()["StackSummaries"]
+        if s["StackName"] == "cmstoken-refused"
+    ]
+    assert not server_client("secretsmanager").list_secrets()["SecretList"]
+
+    stack = deployer.deploy("cmstoken-mended", {**SHARED, **filled(mended)})
+    assert stack.status == "CREATE_COMPLETE"
+    assert stack.outputs["ServiceTokenReplicaRegions"] == filled(mended)["ReplicaRegions"]

@@ -39,7 +39,7 @@ from support import block
 pytestmark = pytest.mark.integration
 
 POLICY = "cmstoken-service-token-reader"
-EVERY_INPUT: dict[str, Any] = {"key": True, "bus": True, "regions": FIVE_REGIONS}
+EVERY_INPUT: dict[str, Any] = {"bus": True, "regions": FIVE_REGIONS}
 AWS_CLI = pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI on PATH")
 
 
@@ -84,8 +84,8 @@ def test_the_file_deploys_as_it_is_with_every_input(moto_server: str) -> None:
 
 @pytest.mark.parametrize(
     "inputs",
-    [{}, {"key": True}, {"bus": True}, {"key": True, "regions": ("us-east-1", "eu-central-1")}],
-    ids=["secret only", "key", "bus", "key and two replicas"],
+    [{}, {"bus": True}, {"regions": ("us-east-1", "eu-central-1")}],
+    ids=["secret and key", "bus", "two replicas"],
 )
 def test_each_combination_deploys_with_its_policy(moto_server: str, inputs: dict[str, Any]) -> None:
     account = "333344445555"

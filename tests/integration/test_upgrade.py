@@ -74,7 +74,9 @@ DOCUMENTS = {
         "api_url": f"{BASE_URL}/api",
     },
 }
-# Values to change each free-form parameter to after deploy, in order ({kms}: a KMS key's ARN).
+# Values to change each free-form parameter to after deploy, in order ({kms}: a KMS key's ARN;
+# {mrk}: a multi-Region key's, which replicas need: CloudFormation refuses a single-Region key
+# with them).
 # The others take every other allowed value, or their minimum and maximum, then their default.
 FREE_FORM = {
     "ServiceBaseUrl": ("https://cms-2.example.invalid/v2", BASE_URL),
@@ -104,8 +106,11 @@ TOGETHER = {
         "ServiceTokenKmsKeyArn": "{kms}",
     },
     "ServiceTokenKmsKeyArn": {"ConsumerAccountIds": "111111111111"},
-    "ReplicaRegions": {"ServiceTokenKmsKeyArn": "{kms}"},
+    "ReplicaRegions": {"ServiceTokenKmsKeyArn": "{mrk}"},
 }
+# A multi-Region key's ARN as AWS forms it (mrk- and 32 hexadecimal digits; moto's CreateKey gives
+# mrk- and a UUID, which the parameter's pattern refuses): the stand-in secret takes any key id.
+MULTI_REGION_KEY = "arn:aws:kms:{region}:123456789012:key/mrk-0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
@@ -235,10 +240,14 @@ def test_a_parameter_change_after_deploy_keeps_both_secrets(
             other: given if value else "" for other, given in TOGETHER.get(name, {}).items()
         }
         overrides = {**companions, name: value}
+        mrk = MULTI_REGION_KEY.format(region=lifecycle.region)
         stack = lifecycle.update(
             stack,
             TEMPLATE,
-            {other: given.replace("{kms}", key) for other, given in overrides.items()},
+            {
+                other: given.replace("{kms}", key).replace("{mrk}", mrk)
+                for other, given in overrides.items()
+            },
         )
         value = value.replace("{kms}", key)
         assert stack.parameters[name] == value

@@ -117,7 +117,7 @@ def test_the_parameters_file_is_what_create_stack_set_takes(tmp_path: Path) -> N
         "ServiceTokenSecretArn": ENV["SERVICE_TOKEN_SECRET_ARN"],
         "ServiceTokenKeyArn": ENV["SERVICE_TOKEN_KEY_ARN"],
         "RefreshRequestBusArn": ENV["REFRESH_REQUEST_BUS_ARN"],
-        "ReplicaRegions": ENV["REPLICA_REGIONS"],
+        "ServiceTokenReplicaRegions": ENV["REPLICA_REGIONS"],
     }
     assert set(declared) - {item["ParameterKey"] for item in written} == {"PolicyName"}
 
@@ -179,16 +179,18 @@ def test_the_names_and_limits_are_the_templates() -> None:
     declared = consumer_template.template()["Parameters"]
     assert f"`{declared['PolicyName']['Default']}` by default" in TEXT
     assert "comma\nseparated, at most five" in TEXT
-    assert re.fullmatch(declared["ReplicaRegions"]["AllowedPattern"], ",".join(["us-east-1"] * 5))
+    assert re.fullmatch(
+        declared["ServiceTokenReplicaRegions"]["AllowedPattern"], ",".join(["us-east-1"] * 5)
+    )
     assert not re.fullmatch(
-        declared["ReplicaRegions"]["AllowedPattern"], ",".join(["us-east-1"] * 6)
+        declared["ServiceTokenReplicaRegions"]["AllowedPattern"], ",".join(["us-east-1"] * 6)
     )
     outputs = [row[0].strip("`") for row in table("consumer-inputs")]
     assert outputs == [
         "ServiceTokenSecretArn",
         "ServiceTokenKeyArn",
         "RefreshRequestBusArn",
-        "ReplicaRegions",
+        "ServiceTokenReplicaRegions",
         "RefreshCredentialSecretArn",
     ]
     assert set(outputs[:4]) <= set(declared)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import template_model
 from cmstoken.consumer import ServiceTokenProvider
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from consumer_template import (
@@ -31,14 +32,12 @@ from consumer_template import (
 
 CFN_LINT = Path(sys.executable).parent / "cfn-lint"
 
-COMBINATIONS: dict[str, dict[str, Any]] = {
-    "secret only": {},
-    "with key": {"key": True},
+COMBINATIONS: dict[str, dict[str, Any]] = {  # the secret and its key, and:
+    "nothing else": {},
     "with bus": {"bus": True},
-    "key and bus": {"key": True, "bus": True},
-    "one replica, no key": {"regions": ("us-east-1",)},
-    "two replicas with key": {"key": True, "regions": ("us-east-1", "eu-central-1")},
-    "five replicas, key and bus": {"key": True, "bus": True, "regions": FIVE_REGIONS},
+    "one replica": {"regions": ("us-east-1",)},
+    "two replicas": {"regions": ("us-east-1", "eu-central-1")},
+    "five replicas and bus": {"bus": True, "regions": FIVE_REGIONS},
 }
 
 
@@ -75,12 +74,12 @@ def test_the_policy_holds_exactly_what_the_combination_needs(name: str) -> None:
 
 def test_the_expectation_is_no_copy_of_the_template() -> None:
     """The control: a combination's policy differs from another's expectation."""
-    assert policy_document(parameters(key=True)) != expected_document(key=True, bus=True)
+    assert policy_document(parameters()) != expected_document(bus=True)
     assert policy_document(parameters(regions=("us-east-1",))) != expected_document()
 
 
 def test_no_statement_has_a_wildcard_or_grants_more_than_it_names() -> None:
-    document = policy_document(parameters(key=True, bus=True, regions=FIVE_REGIONS))
+    document = policy_document(parameters(bus=True, regions=FIVE_REGIONS))
     text = json.dumps(document)
     assert "*" not in text
     actions: set[str] = set()
@@ -140,18 +139,20 @@ def allowed(parameter: str, value: str) -> bool:
         ("ServiceTokenSecretArn", SECRET_ARN.removesuffix("-AbCdEf"), False),  # partial
         ("ServiceTokenSecretArn", "cmstoken/service-token", False),
         ("ServiceTokenSecretArn", "", False),
-        ("ServiceTokenKeyArn", "", True),
         ("ServiceTokenKeyArn", KEY_ARN, True),
+        ("ServiceTokenKeyArn", "", False),  # a shared secret always has its key
         ("ServiceTokenKeyArn", KEY_ARN.replace("key/mrk-", "alias/"), False),
+        ("ServiceTokenKeyArn", KEY_ARN.replace("key/mrk-", "key/MRK-"), False),
+        ("ServiceTokenKeyArn", KEY_ARN + "0", False),
         ("RefreshRequestBusArn", "", True),
         ("RefreshRequestBusArn", BUS_ARN, True),
         ("RefreshRequestBusArn", "cmstoken-refresh-requests", False),
-        ("ReplicaRegions", "", True),
-        ("ReplicaRegions", "us-east-1", True),
-        ("ReplicaRegions", ",".join(FIVE_REGIONS), True),
-        ("ReplicaRegions", ",".join((*FIVE_REGIONS, "eu-north-1")), False),  # six
-        ("ReplicaRegions", "us-east-1, eu-central-1", False),  # a space
-        ("ReplicaRegions", "us-east-1,", False),
+        ("ServiceTokenReplicaRegions", "", True),
+        ("ServiceTokenReplicaRegions", "us-east-1", True),
+        ("ServiceTokenReplicaRegions", ",".join(FIVE_REGIONS), True),
+        ("ServiceTokenReplicaRegions", ",".join((*FIVE_REGIONS, "eu-north-1")), False),  # six
+        ("ServiceTokenReplicaRegions", "us-east-1, eu-central-1", False),  # a space
+        ("ServiceTokenReplicaRegions", "us-east-1,", False),
         ("PolicyName", "cmstoken-service-token-reader", True),
         ("PolicyName", "no spaces", False),
     ],
@@ -162,11 +163,33 @@ def test_parameters_take_the_stacks_outputs_and_refuse_the_rest(
     assert allowed(parameter, value) is ok
 
 
-def test_only_the_secret_is_required() -> None:
+def test_the_secret_and_its_key_are_required() -> None:
+    """A shared secret is always under a customer managed key: the stack shares only a secret it
+    encrypts with ServiceTokenKey or ServiceTokenKmsKeyArn (its ServiceTokenKeyArn output is
+    there whenever it shares), because "If the secret is in a different Amazon Web Services
+    account from the credentials calling the API, then you can't use aws/secretsmanager to
+    encrypt the secret, and you must create and use a customer managed KMS key" (Secrets Manager
+    API Reference, CreateSecret). So the consumer policy always grants kms:Decrypt on it."""
     declared = template()["Parameters"]
     assert [name for name, spec in declared.items() if "Default" not in spec] == [
-        "ServiceTokenSecretArn"
+        "ServiceTokenSecretArn",
+        "ServiceTokenKeyArn",
     ]
+    stack = template_model.transformed()
+    assert stack["Outputs"]["ServiceTokenKeyArn"]["Condition"] == "UseServiceTokenKey"
+    assert {"Condition": "ShareAcrossAccounts"} in stack["Conditions"]["UseServiceTokenKey"][
+        "Fn::Or"
+    ]
+    statements = [s["Sid"] for s in policy_document(parameters())["Statement"]]
+    assert "DecryptTheServiceTokenThroughSecretsManager" in statements
+
+
+def test_the_key_takes_what_the_stacks_key_parameter_takes() -> None:
+    """The same key ARNs as template.yaml's ServiceTokenKmsKeyArn, which the output holds when
+    given (tests/unit/template/test_parameter_refusals.py holds that pattern to AWS's forms)."""
+    ours = template()["Parameters"]["ServiceTokenKeyArn"]["AllowedPattern"]
+    stacks = template_model.source()["Parameters"]["ServiceTokenKmsKeyArn"]["AllowedPattern"]
+    assert stacks == "^$|" + ours
 
 
 def test_the_replica_slots_are_as_many_as_the_pattern_allows() -> None:

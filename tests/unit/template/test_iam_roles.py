@@ -104,7 +104,8 @@ USE_THE_SECRETS_KEY = only_if(
 # Sharing the service token (docs/organisation.md): ReplicaRegions' five places, the key (the
 # stack's or the given one) and its multi-Region replicas, Secrets Manager in every Region.
 def replica_region(index: int) -> dict[str, Any]:
-    padded = {"Fn::Join": [",", [ref("ReplicaRegions"), "", "", "", ""]]}
+    regions = {"Fn::Join": [",", ref("ReplicaRegions")]}
+    padded = {"Fn::Join": [",", [regions, "", "", "", ""]]}
     return {"Fn::Select": [index, {"Fn::Split": [",", padded]}]}
 
 
@@ -158,7 +159,7 @@ SECRETS_MANAGER_IN_EVERY_REGION = {
                     "Replicas": {
                         "Fn::Join": [
                             ".amazonaws.com,secretsmanager.",
-                            {"Fn::Split": [",", ref("ReplicaRegions")]},
+                            ref("ReplicaRegions"),
                         ]
                     }
                 },
@@ -850,7 +851,15 @@ GATES = {
     "ShareAcrossAccounts": {
         "Fn::Or": [{"Condition": "HasConsumerAccounts"}, {"Condition": "HasConsumerOrganization"}]
     },
-    "HasReplicaRegions": {"Fn::Not": [{"Fn::Equals": [ref("ReplicaRegions"), ""]}]},
+    # Replicas asked for; the two other conditions are true or refuse the stack
+    # (test_sharing.py: test_a_single_region_key_with_replicas_is_refused_before_any_resource).
+    "HasReplicaRegions": {
+        "Fn::And": [
+            {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref("ReplicaRegions")]}, ""]}]},
+            {"Condition": "ReplicaRegionsFitTheirPlaces"},
+            {"Condition": "GivenKeyHasReplicas"},
+        ]
+    },
     "UseServiceTokenKey": {
         "Fn::Or": [{"Condition": "ShareAcrossAccounts"}, {"Condition": "HasReplicaRegions"}]
     },

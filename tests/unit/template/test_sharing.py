@@ -42,12 +42,12 @@ NEW_PARAMETERS = {
     "ConsumerOrganizationId": "String",
     "ConsumerOrganizationalUnitPaths": "CommaDelimitedList",
     "ServiceTokenKmsKeyArn": "String",
-    "ReplicaRegions": "String",
+    "ReplicaRegions": "CommaDelimitedList",
 }
 NEW_OUTPUTS = {
     "ServiceTokenKeyArn": "UseServiceTokenKey",
     "RefreshRequestBusArn": "ShareAcrossAccounts",
-    "ReplicaRegions": "HasReplicaRegions",
+    "ServiceTokenReplicaRegions": "HasReplicaRegions",
 }
 # The combinations the issue asks for, and the pairs between.
 COMBINATIONS: dict[str, dict[str, str]] = {
@@ -121,19 +121,14 @@ def test_the_sharing_parameters_are_empty_by_default() -> None:
         ("ServiceTokenKmsKeyArn", "alias/aws/secretsmanager", False),
         ("ReplicaRegions", "eu-west-1", True),
         ("ReplicaRegions", "eu-west-1,us-west-2,ap-southeast-2,eu-central-1,us-gov-west-1", True),
-        (
-            "ReplicaRegions",
-            "eu-west-1,us-west-2,ap-southeast-2,eu-central-1,us-east-2,sa-east-1",
-            False,
-        ),
-        ("ReplicaRegions", "eu-west-1, us-west-2", False),
-        ("ReplicaRegions", "eu-west-1,", False),
+        ("ReplicaRegions", "eusc-de-east-1", True),  # the European Sovereign Cloud's
     ],
 )
 def test_each_parameter_refuses_what_is_not_its_kind(name: str, value: str, accepted: bool) -> None:
     """A CommaDelimitedList's pattern holds for each item, a String's for the whole value
-    (CloudFormation User Guide, "Parameters syntax", AllowedPattern). ReplicaRegions is a
-    String so that its pattern can bound the count: the template has five replica places."""
+    (CloudFormation User Guide, "Parameters syntax", AllowedPattern). ReplicaRegions is a list
+    so that a Rule can refuse the stack's own Region in it; more than five Regions and an empty
+    item are refused too (test_parameter_refusals.py)."""
     declaration = source()["Parameters"][name]
     items = value.split(",") if declaration["Type"] == "CommaDelimitedList" else [value]
     matched = all(re.fullmatch(declaration["AllowedPattern"], item) for item in items)
@@ -153,6 +148,8 @@ def test_each_parameter_refuses_what_is_not_its_kind(name: str, value: str, acce
             ["OrganizationalUnitPathsHaveNoEmptyItem"],
         ),
         ({"ServiceTokenKmsKeyArn": GIVEN_KEY}, ["ServiceTokenKeyOnlyWhenShared"]),
+        ({"ReplicaRegions": "eu-west-1,"}, ["ReplicaRegionsHaveNoEmptyItem"]),
+        ({"ReplicaRegions": "eu-west-1,us-east-1"}, ["ReplicaRegionsLeaveOutTheStacksRegion"]),
     ],
 )
 def test_rules_refuse_combinations_that_mean_nothing(
@@ -481,7 +478,7 @@ def test_each_replica_region_gets_the_replica_of_the_key_and_consumers_here_read
         "Resource": [replica_key(r, primary) for r in listed],
         "Condition": {"StringEquals": {"kms:ViaService": endpoints}},
     }
-    assert found["Outputs"]["ReplicaRegions"]["Value"] == regions
+    assert found["Outputs"]["ServiceTokenReplicaRegions"]["Value"] == regions
     # Replicas alone share with no other account: no secret policy, bus or foreign principal.
     assert "ServiceTokenSecretPolicy" not in found["Resources"]
     assert "RefreshRequestBus" not in found["Resources"]

@@ -91,11 +91,11 @@ class ServiceTokenProvider:
     clients come from a boto3 session of its own, created once, on first use; a
     ``secrets_client`` given is used for every read, in its own region.
 
-    ``replica_regions`` (the stack's ``ReplicaRegions``) are the regions with a replica: in
-    one of them the replica is read, the primary only when that read fails or the replica is
-    stale (expired, refused, or older than a token already read: ``fallback``). ``event_bus``
-    (name or ARN; the stack's ``RefreshRequestBusArn`` from another account) receives the
-    refresh requests; ``None`` is the default bus of the caller's account and region.
+    ``replica_regions`` (the stack's ``ServiceTokenReplicaRegions``) are the regions with a
+    replica: in one of them the replica is read, the primary only when that read fails or the
+    replica is stale (expired, refused, or older than a token already read: ``fallback``).
+    ``event_bus`` (name or ARN; the stack's ``RefreshRequestBusArn`` from another account)
+    receives the refresh requests; ``None`` is the default bus of the caller's account and region.
     ``min_refresh_interval_seconds`` is used only when the published document does not carry
     the stack's ``MIN_REFRESH_INTERVAL_SECONDS`` (stacks older than this helper).
     """

@@ -4,10 +4,10 @@ there, else the primary, in the primary's region.
 Secrets Manager gives a replica the primary's ARN with its own region ("The ARN for a
 replicated secret is the same as the primary secret except for the Region", Secrets Manager
 User Guide, "Replicate secrets across Regions"). The helper does not discover replicas: the
-workload names the regions (``replica_regions``, the stack's ``ReplicaRegions``), so that no
-read is made to a region without one (each would be a failed, logged call). When a replica
-read fails, or the replica is behind the primary (``fallback``), the primary alone is read for
-``REPLICA_RETRY_SECONDS``.
+workload names the regions (``replica_regions``, the stack's ``ServiceTokenReplicaRegions``),
+so that no read is made to a region without one (each would be a failed, logged call). When a
+replica read fails, or the replica is behind the primary (``fallback``), the primary alone is
+read for ``REPLICA_RETRY_SECONDS``.
 """
 
 from __future__ import annotations

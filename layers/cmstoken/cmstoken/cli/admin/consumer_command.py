@@ -82,8 +82,8 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
         type=_regions,
         default=(),
         metavar="R1,R2",
-        help="the stack's ReplicaRegions output: each replica is checked too, and compared "
-        "with the primary",
+        help="the stack's ServiceTokenReplicaRegions output: each replica is checked too, and "
+        "compared with the primary",
     )
     check.add_argument(
         "--bus-arn",
