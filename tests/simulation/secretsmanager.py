@@ -14,6 +14,15 @@ and implements ``create_secret``, ``get_secret_value``, ``put_secret_value``,
   ``ResourceNotFoundException``; errors are ``botocore`` ``ClientError``s with the codes, HTTP
   statuses and (where the project could look) the messages AWS and moto use.
 
+The version quota: "Secrets Manager removes outdated versions when there are more than 100, but
+it does not remove versions created less than 24 hours ago. If you call PutSecretValue more than
+once every 10 minutes, you create more versions than Secrets Manager removes, and you will reach
+the quota for secret versions" (Secrets Manager API Reference, PutSecretValue; moto enforces
+none of it). A new version past ``QUOTA`` first removes the versions without a label created a
+day or more before ``clock()``; when that leaves no room, the write is refused with
+``LimitExceededException`` (the error Secrets Manager gives for a quota, API Reference, Common
+Errors of PutSecretValue). ``ListSecretVersionIds`` gives each version's ``CreatedDate``.
+
 Stale reads (off by default): with ``stale_reads=k``, a ``GetSecretValue`` of ``AWSCURRENT`` may
 answer any of the last ``k + 1`` values ``AWSCURRENT`` had (the empty secret included), as an
 eventually consistent read may; ``choose(n)`` picks which (0 is the newest, the default).
@@ -23,6 +32,7 @@ Every call runs through ``interceptor`` (see ``simulation.interception``); ``cal
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +50,8 @@ CURRENT = "AWSCURRENT"
 PREVIOUS = "AWSPREVIOUS"
 SERVICE = "secretsmanager"
 ACCOUNT_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+QUOTA = 100
+DAY = 86_400.0
 
 
 def client_error(operation: str, code: str, message: str, status: int) -> ClientError:
@@ -77,7 +89,7 @@ class Version:
     version_id: str
     text: str
     stages: list[str] = field(default_factory=list)
-    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    created: float = 0.0  # epoch seconds, on the model's clock
 
 
 @dataclass
@@ -88,6 +100,7 @@ class Secret:
     name: str
     versions: dict[str, Version] = field(default_factory=dict)
     history: list[str | None] = field(default_factory=lambda: [None])
+    removed: list[Version] = field(default_factory=list)  # outdated, removed by the quota
 
     @property
     def arn(self) -> str:
@@ -106,12 +119,14 @@ class SecretsManagerModel:
         stale_reads: int = 0,
         choose: Callable[[int], int] | None = None,
         interceptor: Interceptor = direct,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if stale_reads < 0:
             raise ValueError("stale_reads must be at least 0")
         self.stale_reads = stale_reads
         self.choose = choose or (lambda count: 0)
         self.interceptor = interceptor
+        self.clock = clock
         self.secrets: dict[str, Secret] = {}
         self.calls: list[tuple[str, str]] = []
 
@@ -230,12 +245,16 @@ class SecretsManagerModel:
         return self._run("DescribeSecret", SecretId=SecretId, act=act)
 
     def list_secret_version_ids(
-        self, *, SecretId: str, IncludeDeprecated: bool = False
+        self, *, SecretId: str, IncludeDeprecated: bool = False, MaxResults: int = 100
     ) -> dict[str, Any]:
         def act() -> dict[str, Any]:
             secret = self._secret(SecretId, "ListSecretVersionIds")
             versions = [
-                {"VersionId": v.version_id, "VersionStages": list(v.stages)}
+                {
+                    "VersionId": v.version_id,
+                    "VersionStages": list(v.stages),
+                    "CreatedDate": datetime.fromtimestamp(v.created, UTC),
+                }
                 for v in secret.versions.values()
                 if v.stages or IncludeDeprecated
             ]
@@ -252,7 +271,8 @@ class SecretsManagerModel:
 
     def texts(self, secret_id: str) -> list[str]:
         """Every value the secret ever held, oldest first."""
-        return [v.text for v in self.secrets[secret_id].versions.values()]
+        secret = self.secrets[secret_id]
+        return [v.text for v in (*secret.removed, *secret.versions.values())]
 
     # --- internals -----------------------------------------------------------------------
 
@@ -272,6 +292,19 @@ class SecretsManagerModel:
         return secret
 
     def _add(self, secret: Secret, text: str, token: str) -> Version:
+        now = self.clock()
+        if len(secret.versions) >= QUOTA:
+            for old in [
+                v for v in secret.versions.values() if not v.stages and now - v.created >= DAY
+            ]:
+                secret.removed.append(secret.versions.pop(old.version_id))
+        if len(secret.versions) >= QUOTA:
+            raise client_error(
+                "PutSecretValue",
+                "LimitExceededException",
+                "The request failed because it would exceed one of the Secrets Manager quotas.",
+                400,
+            )
         for version in secret.versions.values():
             if PREVIOUS in version.stages:
                 version.stages.remove(PREVIOUS)
@@ -279,7 +312,7 @@ class SecretsManagerModel:
             if CURRENT in version.stages:
                 version.stages.remove(CURRENT)
                 version.stages.append(PREVIOUS)
-        version = secret.versions[token] = Version(token, text, [CURRENT])
+        version = secret.versions[token] = Version(token, text, [CURRENT], created=now)
         secret.history.append(token)
         return version
 

@@ -71,7 +71,10 @@ class World:
 
     def __post_init__(self) -> None:
         self.secretsmanager = SecretsManagerModel(
-            stale_reads=self.stale_reads, choose=self.choose, interceptor=self.interceptor
+            stale_reads=self.stale_reads,
+            choose=self.choose,
+            interceptor=self.interceptor,
+            clock=self.clock.now,
         )
         self.identity = IdentityProviderModel(self.clock, reuse_interval=self.reuse_interval)
         self.upstream = SimulatedUpstream(self.identity, interceptor=self.interceptor)

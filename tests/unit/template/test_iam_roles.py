@@ -220,7 +220,14 @@ ROLES: dict[str, Role] = {
         trust=LAMBDA_TRUST,
         policies={
             "rotate-the-two-secrets": document(
-                *functions_statements("RotatorLogGroup"),
+                *functions_statements("RotatorLogGroup")[:1],
+                {
+                    "Sid": "CountTheCredentialsVersions",
+                    "Effect": "Allow",
+                    "Action": "secretsmanager:ListSecretVersionIds",
+                    "Resource": ref("RefreshCredentialSecret"),
+                },
+                *functions_statements("RotatorLogGroup")[1:],
                 {
                     "Sid": "TakeTheRefreshRequests",
                     "Effect": "Allow",

@@ -10,9 +10,10 @@ write whose answer was lost is a no-op instead of a duplicate.
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -113,6 +114,24 @@ class SecretStore:
                 f"secret {secret_id!r} holds binary data, not a JSON document", code="SecretBinary"
             )
         return SecretValue(text=text, version_id=answer.get("VersionId"))
+
+    def versions(self, secret_id: str) -> list[tuple[float, bool]]:
+        """Every version of a secret, deprecated ones included: when each was created (epoch
+        seconds) and whether it carries a staging label."""
+        found: list[tuple[float, bool]] = []
+        request: dict[str, Any] = {"SecretId": secret_id, "IncludeDeprecated": True}
+        try:
+            while True:
+                answer = self.client.list_secret_version_ids(MaxResults=100, **request)
+                for version in answer.get("Versions", []):
+                    created = version.get("CreatedDate")  # missing: counted as new
+                    stamp = created.timestamp() if created is not None else math.inf
+                    found.append((stamp, bool(version.get("VersionStages"))))
+                if not answer.get("NextToken"):
+                    return found
+                request["NextToken"] = answer["NextToken"]
+        except (ClientError, BotoCoreError) as exc:
+            raise store_error(exc, "list the versions of", secret_id) from exc
 
     def write(self, secret_id: str, text: str, *, replacing: str | None) -> str:
         """Store ``text`` as the current value, as the version that replaces ``replacing``.

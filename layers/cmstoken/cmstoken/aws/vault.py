@@ -97,6 +97,11 @@ class CredentialVault:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def refresh_versions(self, deadline: float) -> list[tuple[float, bool]]:
+        """Every version of the refresh credential secret: created when, and staged or not."""
+        secret_id = self.settings.refresh_secret_id
+        return self._call(lambda: self.store.versions(secret_id), deadline)
+
     def read_published(self, deadline: float) -> ServiceTokenDocument | None:
         """The published service token document; ``None`` when empty or unreadable."""
         value = self._call(lambda: self.store.read(self.settings.service_token_secret_id), deadline)

@@ -292,3 +292,8 @@ class CredentialLostError(RotationError):
     """A refresh succeeded but its rotated refresh token could not be stored before the
     invocation's deadline: the token is lost, and a person will likely have to authorize
     again."""
+
+
+class VersionQuotaError(RotationError):
+    """A refresh not started: its writes would reach Secrets Manager's quota for the refresh
+    credential's versions (``rotation.budget``)."""

@@ -55,12 +55,13 @@ from cmstoken.core.errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
+    VersionQuotaError,
 )
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.retry import RetryPolicy
 from cmstoken.core.settings import Settings
 from cmstoken.core.triggers import RotationRequest
-from cmstoken.rotation import decisions
+from cmstoken.rotation import budget, decisions
 from cmstoken.rotation.decisions import LeaseVerdict, RotationResult
 from cmstoken.rotation.publishing import Publisher
 from cmstoken.rotation.reauthorization import Reauthorization
@@ -202,7 +203,24 @@ class Rotator:
                 f"(needs {self.refresh_guard:.0f} s to wait for its answer and store it); "
                 "retry later"
             )
+        refusal = self._over_budget(
+            request.forced and lease is not LeaseVerdict.TAKE_OVER, deadline
+        )
+        if refusal is not None:
+            return self._skip(refusal, self.published)
         return self._refresh(request, due, snapshot, credential, deadline)
+
+    def _over_budget(self, forced: bool, deadline: float) -> str | None:
+        """Why this refresh may not start for the secret's version quota (``budget``): a forced
+        one is skipped; any other raises ``VersionQuotaError``, before any write."""
+        versions = self.vault.refresh_versions(deadline)
+        found = budget.budget((budget.Version(*v) for v in versions), self.clock.now())
+        if not forced and (refusal := found.refusal()) is not None:
+            raise VersionQuotaError(refusal)
+        refusal = found.forced_refusal() if forced else None
+        if refusal is not None:
+            logger.warning("refresh not started", extra={"reason": refusal})
+        return refusal
 
     def _judge_lease(
         self, snapshot: Snapshot, credential: RefreshCredential, now: float
