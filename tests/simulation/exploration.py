@@ -57,6 +57,7 @@ from botocore.exceptions import ClientError
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core.triggers import RotationRequest
+from cmstoken.rotation import budget as version_budget
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
@@ -213,6 +214,17 @@ class Transition:
         if kind == "upstream.projects":
             return frozenset({"clock", "service"}), frozenset()
         return frozenset({"clock"}), frozenset({"idp", "service"})
+
+
+def _counted(answer: dict[str, Any]) -> dict[str, Any]:
+    """The rotator's count of the credential's versions (its version budget), made without a
+    scheduling point: its answer decides a refresh only near the quota, which no scenario comes
+    near (checked here), so where it falls among other steps changes nothing, and a fault
+    there is one at the claim that follows. The quota itself is tested on its own
+    (``tests/unit/simulation/test_simulation_version_quota.py``)."""
+    room = version_budget.QUOTA - version_budget.RESERVE - version_budget.PER_REFRESH
+    assert len(answer["Versions"]) < room, "a scenario came near the version quota"
+    return answer
 
 
 def independent(a: Transition, b: Transition) -> bool:
@@ -402,6 +414,8 @@ class Harness(Scheduler):
     def __call__(
         self, service: str, operation: str, act: Callable[[], Any], *, seconds: float = 0.0
     ) -> Any:
+        if operation == "ListSecretVersionIds":
+            return _counted(act())
         actor = cast(SimActor | None, getattr(self._local, "actor", None))
         target = ""
         if service == "secretsmanager":

@@ -112,8 +112,10 @@ def test_a_due_run_rotates_with_only_the_calls_the_guarantees_need(
     assert stored.lease.expires_at <= stack.clock.now() + 120 + 30
     counts = stack.emulator.counts
     assert (counts["refresh"], counts["exchange"], counts["projects"]) == (1, 2, 1)
-    # read published, read credential, claim, store the rotation, publish
-    assert stack.aws_calls == Counter({"GetSecretValue": 2, "PutSecretValue": 3})
+    # read published, read credential, count its versions, claim, store the rotation, publish
+    assert stack.aws_calls == Counter(
+        {"GetSecretValue": 2, "ListSecretVersionIds": 1, "PutSecretValue": 3}
+    )
     metrics = emitted_metrics(capsys.readouterr().out)
     assert metrics["RotationSucceeded"] == [1]
     assert metrics["RefreshTokenAgeSeconds"] == [0]

@@ -466,3 +466,12 @@ def test_the_functions_json_result_names_times_in_iso_and_leaves_out_authorized_
         "refreshed_at": "2027-01-15T08:00:00Z",
         "reauthorize_by": "2027-02-14T08:00:00Z",
     }
+
+
+def test_a_refresh_too_late_says_how_long_is_left_and_needed() -> None:
+    assert decisions.too_late_refusal(now=NOW, deadline=NOW + 100, guard=90) is None
+    refusal = decisions.too_late_refusal(now=NOW, deadline=NOW + 80, guard=90)
+    assert refusal == (
+        "only 80 s left of the invocation; not starting a refresh (needs 90 s to wait for its "
+        "answer and store it); retry later"
+    )

@@ -96,6 +96,7 @@ def test_the_clean_run_makes_the_calls_the_window_is_defined_by() -> None:
     assert calls == [
         "secretsmanager.GetSecretValue",  # the published token: due
         "secretsmanager.GetSecretValue",  # the credential
+        "secretsmanager.ListSecretVersionIds",  # its versions: the version budget
         "secretsmanager.PutSecretValue",  # the lease
         REFRESH,
         STORE_CALL,  # the rotated credential, first

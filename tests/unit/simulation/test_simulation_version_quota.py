@@ -15,7 +15,6 @@ import pytest
 from cmstoken.core.errors import CredentialLostError, VersionQuotaError
 from cmstoken.core.triggers import QUEUED, RotationRequest
 from cmstoken.rotation import budget
-from cmstoken.rotation.rotator import Rotator
 from simulation.exploration import SCHEDULED
 from simulation.secretsmanager import QUOTA
 from simulation.world import HOUR, REFRESH_SECRET, World
@@ -79,7 +78,7 @@ def test_without_the_budget_the_flood_loses_the_credential(
 ) -> None:
     """Control, and the code before the budget: forced refreshes every ten minutes write two
     versions each until one claims the 100th and its store is refused after the refresh."""
-    monkeypatch.setattr(Rotator, "_over_budget", lambda self, forced, deadline: None)
+    monkeypatch.setattr(budget, "refusal", lambda versions, now, *, forced: None)
     world = World()
     world.seed()
     lost = None

@@ -133,8 +133,8 @@ def test_the_rotator_role_touches_only_the_two_secrets(resources: dict[str, Any]
         for statement in statements(document)
         if any(a.startswith("secretsmanager:") for a in as_list(statement["Action"]))
     ]
-    assert len(secret_statements) == 1
-    statement = secret_statements[0]
+    assert len(secret_statements) == 2
+    statement, versions = secret_statements
     assert set(statement["Action"]) == {
         "secretsmanager:GetSecretValue",
         "secretsmanager:PutSecretValue",
@@ -143,6 +143,9 @@ def test_the_rotator_role_touches_only_the_two_secrets(resources: dict[str, Any]
         {"Ref": "RefreshCredentialSecret"},
         {"Ref": "ServiceTokenSecret"},
     ]
+    # The version budget counts the refresh credential's versions (rotation.budget).
+    assert versions["Action"] == "secretsmanager:ListSecretVersionIds"
+    assert versions["Resource"] == {"Ref": "RefreshCredentialSecret"}
 
 
 def test_the_consumer_policy_reads_the_service_token_secret_and_nothing_else(
@@ -327,9 +330,16 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
         for method in re.findall(r"\.([a-z_]+)\(", code)
         if method in by_method
     }
-    assert called == {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"}
+    counted = {"secretsmanager:ListSecretVersionIds"}  # by the rotator's version budget only
+    assert called == {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"} | counted
+    users = {
+        p.relative_to(package).parts[0]
+        for p in package.rglob("*.py")
+        if "refresh_versions(" in p.read_text() and p.name != "vault.py"
+    }
+    assert users == {"rotation"}
     resources = transformed()["Resources"]
-    for role in ("RotatorRole", "BootstrapRole"):
+    for role, uses in (("RotatorRole", called), ("BootstrapRole", called - counted)):
         allowed = {
             action
             for _, document in policy_documents({role: resources[role]})
@@ -337,7 +347,7 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
             for action in as_list(statement["Action"])
             if action.startswith("secretsmanager:")
         }
-        assert allowed == called, role
+        assert allowed == uses, role
     _, write_deny, _ = refresh_secret_policy(RefreshCredentialAdministrators=ADMINISTRATORS)
     writes = called - LEFT_TO_IDENTITY_POLICIES
     assert writes == set(as_list(write_deny["Action"]))

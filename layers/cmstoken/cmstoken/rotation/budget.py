@@ -1,4 +1,4 @@
-"""The refresh credential secret's version budget: pure decisions.
+"""The refresh credential secret's version budget: the decision, from the versions read.
 
 Secrets Manager "removes outdated versions when there are more than 100, but it does not remove
 versions created less than 24 hours ago. If you call PutSecretValue more than once every 10
@@ -20,11 +20,15 @@ most ``QUOTA - RESERVE`` versions in any 24 hours.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cmstoken.core.clock import to_iso
+from cmstoken.core.errors import VersionQuotaError
+
+logger = logging.getLogger(__name__)
 
 QUOTA = 100
 DAY = 86_400.0
@@ -81,3 +85,16 @@ def budget(versions: Iterable[Version], now: float) -> Budget:
     young = [v for v in versions if v.staged or now - v.created < DAY]
     ageing = [v.created + DAY for v in young if not v.staged and math.isfinite(v.created)]
     return Budget(in_use=len(young), frees_at=min(ageing) if ageing else None)
+
+
+def refusal(versions: Iterable[tuple[float, bool]], now: float, *, forced: bool) -> str | None:
+    """Why a refresh may not start now for the secret's ``versions`` (creation time, staged):
+    a forced one is skipped with the reason returned; any other raises ``VersionQuotaError``,
+    before any write. ``None``: it may start."""
+    found = budget((Version(created, staged) for created, staged in versions), now)
+    if not forced and (hard := found.refusal()) is not None:
+        raise VersionQuotaError(hard)
+    reason = found.forced_refusal() if forced else None
+    if reason is not None:
+        logger.warning("refresh not started", extra={"reason": reason})
+    return reason

@@ -240,6 +240,16 @@ def too_late_to_refresh(*, now: float, deadline: float, guard: float) -> bool:
     return deadline - now < guard
 
 
+def too_late_refusal(*, now: float, deadline: float, guard: float) -> str | None:
+    """Why no refresh may start now (``too_late_to_refresh``); ``None``: it may."""
+    if not too_late_to_refresh(now=now, deadline=deadline, guard=guard):
+        return None
+    return (
+        f"only {deadline - now:.0f} s left of the invocation; not starting a refresh (needs "
+        f"{guard:.0f} s to wait for its answer and store it); retry later"
+    )
+
+
 def refresh_failure(error: BaseException) -> RefreshFailure:
     """What a failed refresh means: spent when the provider answered 2xx (its answer
     unreadable), unknown when no answer can arrive any more for a request it may have acted on

@@ -55,7 +55,6 @@ from cmstoken.core.errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
-    VersionQuotaError,
 )
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.retry import RetryPolicy
@@ -197,30 +196,16 @@ class Rotator:
         ):
             reason = decisions.EXCHANGED_STORED
             return self._rotated(reason, self.publisher.publish(credential, raw, deadline, reason))
-        if decisions.too_late_to_refresh(now=now, deadline=deadline, guard=self.refresh_guard):
-            raise InsufficientTimeError(
-                f"only {deadline - now:.0f} s left of the invocation; not starting a refresh "
-                f"(needs {self.refresh_guard:.0f} s to wait for its answer and store it); "
-                "retry later"
-            )
-        refusal = self._over_budget(
-            request.forced and lease is not LeaseVerdict.TAKE_OVER, deadline
-        )
-        if refusal is not None:
+        versions = self.vault.refresh_versions(deadline)  # the version budget; a takeover:
+        forced = request.forced and lease is not LeaseVerdict.TAKE_OVER  # never skipped
+        if (refusal := budget.refusal(versions, now, forced=forced)) is not None:
             return self._skip(refusal, self.published)
+        late = decisions.too_late_refusal(
+            now=self.clock.now(), deadline=deadline, guard=self.refresh_guard
+        )
+        if late is not None:
+            raise InsufficientTimeError(late)
         return self._refresh(request, due, snapshot, credential, deadline)
-
-    def _over_budget(self, forced: bool, deadline: float) -> str | None:
-        """Why this refresh may not start for the secret's version quota (``budget``): a forced
-        one is skipped; any other raises ``VersionQuotaError``, before any write."""
-        versions = self.vault.refresh_versions(deadline)
-        found = budget.budget((budget.Version(*v) for v in versions), self.clock.now())
-        if not forced and (refusal := found.refusal()) is not None:
-            raise VersionQuotaError(refusal)
-        refusal = found.forced_refusal() if forced else None
-        if refusal is not None:
-            logger.warning("refresh not started", extra={"reason": refusal})
-        return refusal
 
     def _judge_lease(
         self, snapshot: Snapshot, credential: RefreshCredential, now: float
