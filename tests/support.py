@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -734,3 +735,19 @@ def fail_with(client: Any, operation: str, error: Exception) -> None:
 
     service = client.meta.service_model.service_id.hyphenize()
     client.meta.events.register(f"before-call.{service}.{operation}", raise_it)
+
+
+def run_shell(script: str, directory: Path, env: dict[str, str]) -> str:
+    """``script`` in one bash (``set -euo pipefail``), from ``directory``: its standard output;
+    the test fails, with the end of its standard error, when it does."""
+    ran = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return ran.stdout

@@ -34,7 +34,7 @@ import consumer_template
 from accounts import account_session
 from consumer_template import FIVE_REGIONS, expected_document, parameters
 from deployment import without_novalue_items
-from support import block
+from support import block, run_shell
 
 pytestmark = pytest.mark.integration
 
@@ -119,18 +119,7 @@ def run_blocks(directory: Path, env: dict[str, str], *markers: str) -> str:
     """The documentation's blocks, in one bash, from a directory holding consumer.yaml (as a
     checkout does); standard output."""
     shutil.copy(consumer_template.TEMPLATE, directory / "consumer.yaml")
-    script = "set -euo pipefail\n" + "\n".join(block(marker) for marker in markers)
-    ran = subprocess.run(
-        ["bash", "-c", script],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    return ran.stdout
+    return run_shell("\n".join(block(marker) for marker in markers), directory, env)
 
 
 def cli_env(endpoint: str, **values: str) -> dict[str, str]:

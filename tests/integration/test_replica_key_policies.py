@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import boto3
 import pytest
 
 import template_model
-from support import block, isolated_aws_env
+from support import block, isolated_aws_env, run_shell
 
 pytestmark = pytest.mark.integration
 
@@ -55,17 +54,7 @@ def policy_of(arn: str) -> dict[str, Any]:
 
 
 def run_blocks(directory: Path, env: dict[str, str], *markers: str) -> None:
-    script = "set -euo pipefail\n" + "\n".join(block(marker) for marker in markers)
-    ran = subprocess.run(
-        ["bash", "-c", script],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr[-2000:]
+    run_shell("\n".join(block(marker) for marker in markers), directory, env)
 
 
 def test_the_documented_commands_put_the_new_policy_on_each_replica_key(

@@ -491,7 +491,30 @@ THE_ACCOUNT_ADMINISTERS_THE_KEY = {
     "Resource": "*",
 }
 
+
 # Resource-based policies: each resource's properties (descriptions aside), in full.
+def rules_send_to(queue: str, kind: str) -> dict[str, Any]:
+    """A queue's policy admitting what the two refresh rules send (the second with sharing)."""
+
+    def sends(rule: str) -> dict[str, Any]:
+        return {
+            "Sid": f"{rule}{kind}",
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": arn(queue),
+            "Condition": {"ArnEquals": {"aws:SourceArn": arn(rule)}},
+        }
+
+    return {
+        "Queues": [ref(queue)],
+        "PolicyDocument": document(
+            sends("RefreshRequestedRule"),
+            only_if("ShareAcrossAccounts", sends("RemoteRefreshRequestedRule")),
+        ),
+    }
+
+
 RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
     "RefreshCredentialSecretPolicy": {
         "SecretId": ref("RefreshCredentialSecret"),
@@ -567,32 +590,7 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
             ),
         ),
     },
-    "RotationDeadLetterQueuePolicy": {
-        "Queues": [ref("RotationDeadLetterQueue")],
-        "PolicyDocument": document(
-            {
-                "Sid": "RefreshRequestedRuleDeadLetters",
-                "Effect": "Allow",
-                "Principal": {"Service": "events.amazonaws.com"},
-                "Action": "sqs:SendMessage",
-                "Resource": arn("RotationDeadLetterQueue"),
-                "Condition": {"ArnEquals": {"aws:SourceArn": arn("RefreshRequestedRule")}},
-            },
-            only_if(
-                "ShareAcrossAccounts",
-                {
-                    "Sid": "RemoteRefreshRequestedRuleDeadLetters",
-                    "Effect": "Allow",
-                    "Principal": {"Service": "events.amazonaws.com"},
-                    "Action": "sqs:SendMessage",
-                    "Resource": arn("RotationDeadLetterQueue"),
-                    "Condition": {
-                        "ArnEquals": {"aws:SourceArn": arn("RemoteRefreshRequestedRule")}
-                    },
-                },
-            ),
-        ),
-    },
+    "RotationDeadLetterQueuePolicy": rules_send_to("RotationDeadLetterQueue", "DeadLetters"),
     "AlarmTopicPolicy": {
         "Topics": [ref("AlarmTopic")],
         "PolicyDocument": document(
@@ -630,32 +628,7 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
         ),
     },
     # The refresh requests' queue admits what the two refresh rules send, nothing else.
-    "RefreshRequestQueuePolicy": {
-        "Queues": [ref("RefreshRequestQueue")],
-        "PolicyDocument": document(
-            {
-                "Sid": "RefreshRequestedRuleRequests",
-                "Effect": "Allow",
-                "Principal": {"Service": "events.amazonaws.com"},
-                "Action": "sqs:SendMessage",
-                "Resource": arn("RefreshRequestQueue"),
-                "Condition": {"ArnEquals": {"aws:SourceArn": arn("RefreshRequestedRule")}},
-            },
-            only_if(
-                "ShareAcrossAccounts",
-                {
-                    "Sid": "RemoteRefreshRequestedRuleRequests",
-                    "Effect": "Allow",
-                    "Principal": {"Service": "events.amazonaws.com"},
-                    "Action": "sqs:SendMessage",
-                    "Resource": arn("RefreshRequestQueue"),
-                    "Condition": {
-                        "ArnEquals": {"aws:SourceArn": arn("RemoteRefreshRequestedRule")}
-                    },
-                },
-            ),
-        ),
-    },
+    "RefreshRequestQueuePolicy": rules_send_to("RefreshRequestQueue", "Requests"),
     # OneClickReauthorization: the signing key is readable by the links function's role alone.
     "LinkSigningKeySecretPolicy": {
         "SecretId": ref("LinkSigningKeySecret"),
