@@ -111,7 +111,7 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
-verify: $(STAMP) ## The exploration at deeper bounds (about 25 min on 2 CPUs), printing the counts
+verify: $(STAMP) ## The exploration at deeper bounds (about 30 min on 2 CPUs), printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
