@@ -49,6 +49,12 @@ TOKENS_DOCUMENT: dict[str, Any] = {
 }
 
 
+def no_spread() -> float:
+    """The consumer helper's ``random_fraction`` for tests of its rules without spreading
+    (``cmstoken.consumer.spread``): every wait its full length, a refused token re-read at once."""
+    return 0.0
+
+
 class FakeClock:
     """A clock that only moves when told to, or when something sleeps on it."""
 

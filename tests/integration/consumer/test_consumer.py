@@ -20,6 +20,7 @@ from cmstoken.core.errors import ReauthorizationRequiredError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
+from support import no_spread
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,9 @@ class Consumer:
     outcomes: list[str] = field(default_factory=list)
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
-        """A provider on the emulator's clock, its Secrets Manager reads counted."""
+        """A provider on the emulator's clock, its Secrets Manager reads counted (its waits not
+        spread unless asked)."""
+        options.setdefault("random_fraction", no_spread)
         client = boto3.client("secretsmanager")
         client.meta.events.register(
             "before-call.secrets-manager.*", lambda model, **_: self.reads.update([model.name])
@@ -109,13 +112,13 @@ def test_the_helper_reads_the_published_token_and_lists_projects(setup: Consumer
 
 def test_the_cache_makes_no_aws_call_until_the_token_nears_expiry(setup: Consumer) -> None:
     stack = setup.stack
-    provider = setup.provider(min_validity_seconds=60)
+    provider = setup.provider(min_validity_seconds=60, max_age_seconds=None)
     old = provider.token()
     assert provider.token() == old
     assert list_projects(provider).status_code == 200
     assert setup.reads == Counter({"GetSecretValue": 1})
     rotate(stack)
-    assert provider.token() == old, "the cache is bounded by the token's expiry"
+    assert provider.token() == old, "without max_age, the cache is bounded by the expiry"
     assert setup.reads["GetSecretValue"] == 1
     stack.emulator.advance(provider.document().expires_at - 60 - stack.clock.now())
     assert provider.token() == setup.published() != old
@@ -126,7 +129,7 @@ def test_a_refused_token_is_replaced_from_the_secret_and_the_request_retried_onc
     setup: Consumer,
 ) -> None:
     stack = setup.stack
-    provider = setup.provider()
+    provider = setup.provider(max_age_seconds=None)  # the old token stays cached
     old = provider.token()
     rotate(stack)
     stack.emulator.inject("projects", "status", status=401)

@@ -31,6 +31,7 @@ from cmstoken import consumer
 from cmstoken.aws import clients as aws
 from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider
 from harness import SERVICE_SECRET, Stack, approve_pending, refresh_request_queue
+from support import no_spread
 
 pytestmark = pytest.mark.integration
 
@@ -73,6 +74,7 @@ class Workload:
         return client
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
+        options.setdefault("random_fraction", no_spread)
         options.setdefault("refresh_wait_seconds", WAIT)
         options.setdefault("poll_interval_seconds", 0.05)
         options.setdefault("secrets_client", self.client())
@@ -216,7 +218,7 @@ def test_a_permission_403_comes_back_at_once_with_no_refresh_request(
 
 def test_a_403_retries_once_with_a_token_published_meanwhile(workload: Workload) -> None:
     stack = workload.stack
-    provider = workload.provider()
+    provider = workload.provider(max_age_seconds=None)  # the old token stays cached
     old = provider.token()
     stack.emulator.advance(19 * HOUR)
     assert stack.invoke("rotator", {})["outcome"] == "rotated"

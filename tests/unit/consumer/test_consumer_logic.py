@@ -22,7 +22,7 @@ from requests.adapters import HTTPAdapter
 
 from cmstoken import consumer
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED, ServiceTokenDocument
-from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider, cache
+from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvider, cache, spread
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.triggers import REFRESH_REQUESTED
@@ -89,6 +89,8 @@ class Aws:
         return document
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
+        """A provider whose waits are not spread (``random_fraction`` 0)."""
+        options.setdefault("random_fraction", lambda: 0.0)
         return ServiceTokenProvider(
             SECRET,
             secrets_client=self.secrets,
@@ -160,15 +162,45 @@ def test_token_is_read_once_and_served_from_the_cache(aws: Aws) -> None:
 
 def test_the_cache_ends_min_validity_seconds_before_expiry(aws: Aws) -> None:
     aws.publish(TOKEN_A)
-    provider = aws.provider(min_validity_seconds=60)
+    provider = aws.provider(min_validity_seconds=60, max_age_seconds=None)
     assert provider.token() == TOKEN_A
     aws.publish(TOKEN_B)
     aws.clock.advance(DAY - 61)
-    assert provider.token() == TOKEN_A, "still fresh: the cache is bounded by expiry only"
+    assert provider.token() == TOKEN_A, "still fresh: without max_age, bounded by expiry only"
     assert aws.calls["GetSecretValue"] == 1
     aws.clock.advance(1)
     assert provider.token() == TOKEN_B
     assert aws.calls["GetSecretValue"] == 2
+
+
+def test_a_new_token_is_picked_up_within_max_age_of_its_publication(aws: Aws) -> None:
+    aws.publish(TOKEN_A)
+    provider = aws.provider(max_age_seconds=900)
+    assert provider.token() == TOKEN_A
+    aws.clock.advance(899)
+    aws.publish(TOKEN_B)
+    assert provider.token() == TOKEN_A, "read 899 s ago: still fresh"
+    aws.clock.advance(1)
+    assert provider.token() == TOKEN_B, "900 s after the last read: read again"
+    assert aws.calls["GetSecretValue"] == 2
+
+
+def test_the_bounds_are_shortened_by_a_random_share_of_at_most_half(aws: Aws) -> None:
+    aws.publish(TOKEN_A, expires_in=3600)
+    provider = aws.provider(max_age_seconds=900, random_fraction=lambda: 0.5)
+    provider.token()
+    aws.clock.advance(675 - 1)
+    provider.token()
+    assert aws.calls["GetSecretValue"] == 1, "900 * (1 - 0.5/2) = 675 s: still fresh"
+    aws.clock.advance(1)
+    provider.token()
+    assert aws.calls["GetSecretValue"] == 2
+    aws.clock.advance(3600 - 675 - 90 - 1)
+    provider.token()
+    aws.clock.advance(1)
+    calls = aws.calls["GetSecretValue"]
+    provider.token()
+    assert aws.calls["GetSecretValue"] == calls + 1, "60 * (1 + 0.5) = 90 s before expiry"
 
 
 def test_a_nearly_expired_token_is_served_and_rechecked_every_few_seconds(
@@ -179,7 +211,7 @@ def test_a_nearly_expired_token_is_served_and_rechecked_every_few_seconds(
     assert provider.token() == TOKEN_A
     assert provider.token() == TOKEN_A
     assert aws.calls["GetSecretValue"] == 1
-    aws.clock.advance(cache.NEAR_EXPIRY_RECHECK_SECONDS)
+    aws.clock.advance(spread.NEAR_EXPIRY_RECHECK_SECONDS)
     assert provider.token() == TOKEN_A
     assert aws.calls["GetSecretValue"] == 2
     assert "expires soon" in logs.text

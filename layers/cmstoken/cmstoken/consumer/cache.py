@@ -1,6 +1,7 @@
-"""The cached document: served until ``expires_at - min_validity_seconds``. After that one thread
-re-reads the secret while the others keep the cached token; when the read fails the cached token
-is served until it expires (reads back off meanwhile). A 403 re-reads it at most every
+"""The cached document: served for ``max_age_seconds`` and at most until shortly before it expires,
+each bound shortened by a random share (``spread``). After that one thread re-reads the secret
+while the others keep the cached token; when the read fails the cached token is served until it
+expires (reads back off meanwhile). A 403 re-reads it at most every
 ``FORBIDDEN_RECHECK_SECONDS``."""
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from typing import Protocol
 
 from cmstoken.aws.documents import STATUS_ACTIVE, ServiceTokenDocument
 from cmstoken.consumer.errors import BOOTSTRAP_HINT, ConsumerError, expired
+from cmstoken.consumer.spread import Fraction, fresh_until, near_expiry_recheck
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.redaction import fingerprint
 
 logger = logging.getLogger(__name__)
 
-# A token read inside its last ``min_validity_seconds`` is re-read at most this often.
-NEAR_EXPIRY_RECHECK_SECONDS = 5.0
 # When a read fails while the cached token is still valid, the cached token is served and the
 # next read waits 1, 2, 4... seconds (at most this long), never past the token's expiry.
 READ_RETRY_BASE_SECONDS = 1.0
@@ -33,6 +33,8 @@ class CacheSettings(Protocol):
 
     clock: Clock
     min_validity_seconds: float
+    max_age_seconds: float | None
+    random_fraction: Fraction
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,20 @@ class TokenCache:
         now = self._settings.clock.now()
         if now >= document.expires_at:
             raise expired(document)
-        fresh_until = document.expires_at - self._settings.min_validity_seconds
-        if now >= fresh_until:
+        settings = self._settings
+        fresh = fresh_until(
+            now,
+            document.expires_at,
+            max_age=settings.max_age_seconds,
+            min_validity=settings.min_validity_seconds,
+            fraction=settings.random_fraction,
+        )
+        if now >= fresh:
             logger.warning(
                 "the published service token expires soon and no fresher one is published",
                 extra={"expires_at": to_iso(document.expires_at)},
             )
-            fresh_until = min(now + NEAR_EXPIRY_RECHECK_SECONDS, document.expires_at)
+            fresh = near_expiry_recheck(now, document.expires_at, settings.random_fraction)
         if document.credential_status != STATUS_ACTIVE:
             logger.warning(
                 "the stack's refresh credential needs reauthorization: the service token works "
@@ -116,7 +125,7 @@ class TokenCache:
                 extra={"expires_at": to_iso(document.expires_at)},
             )
         with self._lock:
-            self._entry = _Entry(document, fresh_until, now)
+            self._entry = _Entry(document, fresh, now)
         return document
 
     def recheck(self, token: str) -> str | None:

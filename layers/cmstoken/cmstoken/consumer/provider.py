@@ -2,11 +2,14 @@
 through ``ServiceTokenAuth`` (``auth``).
 
 ``ServiceTokenProvider`` reads the service token secret (``GetSecretValue``) and caches the
-document until its token is about to expire; when Secrets Manager cannot be read then, the cached
-token is served (with back-off between reads) until it expires. ``ServiceTokenAuth`` sets the
+document for ``max_age_seconds``, never until its token is about to expire; when Secrets Manager
+cannot be read then, the cached token is served (with back-off between reads) until it expires.
+Every wait is shortened by a random share (``spread``), so that a fleet's reads and refresh
+requests do not meet in the same second. ``ServiceTokenAuth`` sets the
 bearer header of ``requests`` calls:
 
-- on 401 (``refused``) the secret is re-read; a different token there is used at once;
+- on 401 (``refused``) the secret is re-read, after a random part of
+  ``refused_spread_seconds``; a different token there is used at once;
   otherwise the helper asks the rotator for a new one with a ``Service Token Refresh
   Requested`` event (on ``event_bus``: the default bus, or the stack's bus by ARN from another
   account) and waits for it. Every thread refused with the same
@@ -41,6 +44,7 @@ fingerprints, never a token.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Iterable
 from functools import partial
@@ -62,6 +66,7 @@ from cmstoken.consumer.fallback import RegionalReads
 from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.refresh import RefreshRequests
 from cmstoken.consumer.regions import Target, Targets, checked_regions
+from cmstoken.consumer.spread import Fraction, refused_delay
 from cmstoken.consumer.waits import SharedWaits, wait_for_other_than
 from cmstoken.core.clock import Clock, SystemClock, optional_iso
 from cmstoken.core.errors import ConfigurationError
@@ -98,6 +103,12 @@ class ServiceTokenProvider:
     receives the refresh requests; ``None`` is the default bus of the caller's account and region.
     ``min_refresh_interval_seconds`` is used only when the published document does not carry
     the stack's ``MIN_REFRESH_INTERVAL_SECONDS`` (stacks older than this helper).
+
+    A fleet (``spread``): a token read is kept at most ``max_age_seconds`` (``None``: until
+    shortly before it expires), so a new one is picked up within that time of its publication;
+    a refused token is re-read after a random part of ``refused_spread_seconds``; each of these
+    waits, and the polls of a refresh wait, are shortened by a share of ``random_fraction()``
+    (a number in [0, 1); ``random.random`` unless given).
     """
 
     def __init__(
@@ -114,6 +125,9 @@ class ServiceTokenProvider:
         event_source: str = CONSUMER_SOURCE,
         replica_regions: Iterable[str] = (),
         event_bus: str | None = None,
+        max_age_seconds: float | None = 900,
+        refused_spread_seconds: float = 10,
+        random_fraction: Fraction | None = None,
     ) -> None:
         if not secret_id:
             raise ConfigurationError("secret_id must name the service token secret")
@@ -121,15 +135,21 @@ class ServiceTokenProvider:
             min_validity_seconds=min_validity_seconds,
             refresh_wait_seconds=refresh_wait_seconds,
             min_refresh_interval_seconds=min_refresh_interval_seconds,
+            refused_spread_seconds=refused_spread_seconds,
         )
         if poll_interval_seconds <= 0:
             raise ConfigurationError("poll_interval_seconds must be positive")
+        if max_age_seconds is not None and max_age_seconds <= 0:
+            raise ConfigurationError("max_age_seconds must be positive (or None: no bound)")
         self.secret_id = secret_id
         self.clock: Clock = clock or SystemClock()
         self.min_validity_seconds = min_validity_seconds
         self.refresh_wait_seconds = refresh_wait_seconds
         self.poll_interval_seconds = poll_interval_seconds
         self.min_refresh_interval_seconds = min_refresh_interval_seconds
+        self.max_age_seconds = max_age_seconds
+        self.refused_spread_seconds = refused_spread_seconds
+        self.random_fraction: Fraction = random_fraction or random.random
         self.event_source = event_source
         self.replica_regions = checked_regions(secret_id, replica_regions)
         self.event_bus = event_bus or None
@@ -218,7 +238,8 @@ class ServiceTokenProvider:
     # --- the token --------------------------------------------------------------------------
 
     def token(self) -> str:
-        """The service token, from the cache while it has ``min_validity_seconds`` left."""
+        """The service token, from the cache (at most ``max_age_seconds``, and while it has more
+        than ``min_validity_seconds`` left)."""
         return self.document().token
 
     @property
@@ -227,7 +248,8 @@ class ServiceTokenProvider:
         return self.document().api_url
 
     def document(self) -> ServiceTokenDocument:
-        """The published document, cached until ``expires_at - min_validity_seconds``.
+        """The published document, cached for at most ``max_age_seconds``, never within
+        ``min_validity_seconds`` of its expiry (both shortened by a random share).
 
         After that one thread re-reads the secret while the others keep the cached token; when
         the read fails the cached token is served until it expires (reads back off meanwhile).
@@ -237,7 +259,9 @@ class ServiceTokenProvider:
     def refused(self, token: str) -> str:
         """A replacement for ``token``, which the service answered with 401.
 
-        Re-reads the secret; a different token there is returned at once. Otherwise requests
+        Re-reads the secret, after a random part of ``refused_spread_seconds`` (so that a
+        fleet refused at once does not read and request in the same second); a different
+        token there is returned at once. Otherwise requests
         a refresh and waits up to ``refresh_wait_seconds`` for the rotated token: one request
         and one wait per token, shared by every thread refused with it. Raises
         ``ConsumerError`` when none comes, at once when none can come yet
@@ -291,6 +315,9 @@ class ServiceTokenProvider:
     ) -> ServiceTokenDocument:
         """Re-read (unless ``current`` was just read), then request a refresh and wait."""
         if current is None:
+            delay = refused_delay(self.refused_spread_seconds, self.random_fraction)
+            if delay > 0:
+                self.clock.sleep(delay)
             current = self._read(token)
         if current.token != token:
             logger.info(
@@ -308,6 +335,7 @@ class ServiceTokenProvider:
             clock=self.clock,
             seconds=self.refresh_wait_seconds,
             poll_interval=self.poll_interval_seconds,
+            fraction=self.random_fraction,
         )
         if rotated is None:
             raise ConsumerError(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from cmstoken.aws.documents import ServiceTokenDocument
 from cmstoken.consumer.errors import ConsumerError, require_active
+from cmstoken.consumer.spread import Fraction, poll_delay
 from cmstoken.core.clock import Clock
 from cmstoken.core.redaction import fingerprint
 
@@ -74,14 +75,15 @@ def wait_for_other_than(
     clock: Clock,
     seconds: float,
     poll_interval: float,
+    fraction: Fraction,
 ) -> ServiceTokenDocument | None:
-    """Poll the secret (``read``) until it holds a token other than ``token`` (that document),
-    or ``seconds`` pass (``None``); ``ConsumerError`` when the refresh credential needs
-    reauthorization meanwhile."""
+    """Poll the secret (``read``) about every ``poll_interval`` (``spread.poll_delay``) until it
+    holds a token other than ``token`` (that document), or ``seconds`` pass (``None``);
+    ``ConsumerError`` when the refresh credential needs reauthorization meanwhile."""
     started = clock.now()
     deadline = started + seconds
     while (remaining := deadline - clock.now()) > 0:
-        clock.sleep(min(poll_interval, remaining))
+        clock.sleep(min(poll_delay(poll_interval, fraction), remaining))
         current = read()
         if current.token != token:
             logger.info(
