@@ -744,8 +744,10 @@ def test_auth_with_a_real_provider_uses_the_rotated_token(aws: Aws) -> None:
 def test_clients_are_created_on_first_use(aws: Aws) -> None:
     aws.publish(TOKEN_A)
     provider = ServiceTokenProvider(SECRET, clock=aws.clock)
-    assert provider._stores == {}
-    assert provider._events_client is None
+    connections = provider._connections
+    assert connections._stores == {}
+    assert connections._events_client is None
+    assert connections._session is None
     assert provider.token() == TOKEN_A
     assert provider.secrets_client.meta.service_model.service_name == "secretsmanager"
     assert provider.events_client.meta.service_model.service_name == "events"

@@ -80,7 +80,8 @@ def region_calls(provider: ServiceTokenProvider) -> Counter[str]:
     def count(context: Any, **_: Any) -> None:
         calls[context["client_region"]] += 1
 
-    provider._boto3_session().events.register("before-call.secrets-manager.GetSecretValue", count)
+    session = provider._connections._boto3_session()
+    session.events.register("before-call.secrets-manager.GetSecretValue", count)
     return calls
 
 
@@ -232,7 +233,7 @@ def test_an_expired_replica_and_an_unreadable_primary_are_one_error_line(
     stop_replication(world.arn, OWN)
     world.clock.advance(DAY)
     provider = world.provider(replica_regions=[OWN])
-    primary = provider._store(provider._read_targets().primary).client
+    primary = provider._connections.store(provider._connections.targets().primary).client
     fail_with(primary, "GetSecretValue", client_error("AccessDeniedException"))
     with pytest.raises(ConsumerError) as caught:
         provider.token()
@@ -254,7 +255,7 @@ def test_a_stale_but_valid_replica_is_served_while_the_primary_cannot_be_read(
     is asked and refuses, and the replica's (still valid) token stays in use."""
     provider = world.provider(replica_regions=[OWN])
     assert provider.token() == TOKEN
-    primary = provider._store(provider._read_targets().primary).client
+    primary = provider._connections.store(provider._connections.targets().primary).client
     fail_with(primary, "GetSecretValue", client_error("ThrottlingException"))
     world.clock.advance(10)  # past FORBIDDEN_RECHECK_SECONDS
     with caplog.at_level(logging.WARNING):
@@ -402,7 +403,7 @@ def test_a_replica_refusal_is_logged_and_the_primarys_error_is_raised(
 ) -> None:
     provider = world.provider(replica_regions=[OWN])
     refuse(provider, "AccessDeniedException", KMS_DENIED)
-    primary = provider._store(provider._read_targets().primary).client
+    primary = provider._connections.store(provider._connections.targets().primary).client
     fail_with(primary, "GetSecretValue", client_error("AccessDeniedException"))
     with caplog.at_level(logging.WARNING), pytest.raises(ConsumerError) as caught:
         provider.token()

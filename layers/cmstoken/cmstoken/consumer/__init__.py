@@ -1,8 +1,9 @@
 """The consumer helper: a workload reads the service token from Secrets Manager, caches it until
 it expires, and asks the rotator for a new one when the API refuses it.
 
-``provider`` holds ``ServiceTokenProvider``, which puts together the cache (``cache``), the
-reading of the secret (``reading``), the shared waits for a token other than a refused one
+``provider`` holds ``ServiceTokenProvider``, which puts together the cache (``cache``), its AWS
+clients (``connections``), the reading of the secret (``reading``), how its waits are spread
+across a fleet (``spread``), the shared waits for a token other than a refused one
 (``waits``), the refresh requests (``refresh``), where to read (``regions``: the
 replica in the caller's region, or the primary) and reading there (``fallback``: the primary
 as well when the replica fails or is stale, which ``staleness`` decides); ``check`` is

@@ -45,15 +45,13 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cmstoken.aws import clients
 from cmstoken.aws.documents import STATUS_ACTIVE, ServiceTokenDocument
-from cmstoken.aws.refresh_requests import bus_region
 from cmstoken.consumer.cache import TokenCache
+from cmstoken.consumer.connections import Connections
 from cmstoken.consumer.errors import (
     REFRESH_DEBOUNCED,
     REFRESH_TIMEOUT,
@@ -63,9 +61,8 @@ from cmstoken.consumer.errors import (
     require_active,
 )
 from cmstoken.consumer.fallback import RegionalReads
-from cmstoken.consumer.reading import read_document
 from cmstoken.consumer.refresh import RefreshRequests
-from cmstoken.consumer.regions import Target, Targets, checked_regions
+from cmstoken.consumer.regions import checked_regions
 from cmstoken.consumer.spread import Fraction, refused_delay
 from cmstoken.consumer.waits import SharedWaits, wait_for_other_than
 from cmstoken.core.clock import Clock, SystemClock, optional_iso
@@ -77,7 +74,6 @@ if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_secretsmanager import SecretsManagerClient
 
-    from cmstoken.aws.secrets import SecretStore
 
 logger = logging.getLogger(__name__)
 
@@ -153,13 +149,15 @@ class ServiceTokenProvider:
         self.event_source = event_source
         self.replica_regions = checked_regions(secret_id, replica_regions)
         self.event_bus = event_bus or None
-        self._secrets_client = secrets_client
-        self._events_client = events_client
-        self._session: Any = None
-        self._stores: dict[str | None, SecretStore] = {}
-        self._targets: Targets | None = None
-        self._clients_lock = threading.Lock()  # the session, the clients and the targets
-        self._reads = RegionalReads(self, self._read_targets, self._read_at)
+        self._connections = Connections(
+            secret_id,
+            self.replica_regions,
+            self.event_bus,
+            self.clock,
+            secrets_client=secrets_client,
+            events_client=events_client,
+        )
+        self._reads = RegionalReads(self, self._connections.targets, self._connections.read_at)
         self._cache = TokenCache(self, self._read)
         self._waits = SharedWaits()
         self._requests = RefreshRequests(self)
@@ -169,65 +167,12 @@ class ServiceTokenProvider:
     @property
     def secrets_client(self) -> SecretsManagerClient:
         """The Secrets Manager client of the first place read (honours ``AWS_ENDPOINT_URL``)."""
-        return self._store(self._read_targets().order()[0]).client
+        return self._connections.secrets_client
 
     @property
     def events_client(self) -> EventBridgeClient:
         """The EventBridge client, in the bus ARN's region (honours ``AWS_ENDPOINT_URL``)."""
-        client = self._events_client
-        if client is None:
-            with self._clients_lock:
-                if self._events_client is None:
-                    region = bus_region(self.event_bus)
-                    self._events_client = self._new_client("events", region)
-                client = self._events_client
-        return client
-
-    def _read_targets(self) -> Targets:
-        """Where to read: decided on first use, from the caller's region."""
-        targets = self._targets
-        if targets is None:
-            with self._clients_lock:
-                if self._targets is None:
-                    self._targets = Targets(
-                        self.secret_id, self.replica_regions, self._caller_region(), self.clock
-                    )
-                targets = self._targets
-        return targets
-
-    def _caller_region(self) -> str | None:
-        """The given client's region, else the session's (the caller holds the lock)."""
-        if self._secrets_client is not None:
-            return self._secrets_client.meta.region_name
-        return self._boto3_session().region_name  # type: ignore[no-any-return]
-
-    def _store(self, target: Target) -> SecretStore:
-        """The store that reads ``target``: the given client's, else one in its region."""
-        region = None if self._secrets_client is not None else target.region
-        store = self._stores.get(region)
-        if store is None:
-            with self._clients_lock:
-                if region not in self._stores:
-                    from cmstoken.aws.secrets import SecretStore
-
-                    client = self._secrets_client or self._new_client("secretsmanager", region)
-                    self._stores[region] = SecretStore(client)
-                store = self._stores[region]
-        return store
-
-    def _boto3_session(self) -> Any:
-        """The provider's boto3 session (the caller holds ``_clients_lock``)."""
-        if self._session is None:
-            self._session = clients.session()
-        return self._session
-
-    def _new_client(self, service_name: str, region: str | None) -> Any:
-        """A client from the provider's session (the caller holds ``_clients_lock``)."""
-        return clients.client(service_name, session=self._boto3_session(), region_name=region)
-
-    def _read_at(self, target: Target) -> ServiceTokenDocument:
-        """The document at ``target``, read now."""
-        return read_document(self._store(target), target.secret_id, self._session)
+        return self._connections.events_client
 
     def _read(self, refused: str | None = None) -> ServiceTokenDocument:
         """The secret's document, read now (no cache): the replica in this region first when
