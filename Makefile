@@ -19,7 +19,7 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
 
-.PHONY: help venv browser lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
+.PHONY: help venv browser node lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -58,6 +58,30 @@ browser: ## Debian's chromium and chromium-driver for the browser test (apt-get,
 	  install || { $$sudo apt-get update -qq && install; } || { cat "$$log" >&2; exit 1; }; \
 	fi
 
+# The Node.js consumer module's tests (tests/integration/consumer/test_node*.py) run the real node
+# with the two AWS SDK clients that recipes/node/package-lock.json pins: `npm ci` installs them in
+# recipes/node/node_modules (again only when package.json or the lock changes). When node or npm
+# is missing, Debian's nodejs and npm are installed with apt-get; the SDK needs Node.js 20 or later.
+NODE_RECIPE := recipes/node
+NODE_MODULES := $(NODE_RECIPE)/node_modules/.package-lock.json
+
+node: $(NODE_MODULES) ## The Node.js recipe's SDK clients (npm ci in recipes/node; Debian's nodejs and npm when missing)
+
+$(NODE_MODULES): $(NODE_RECIPE)/package.json $(NODE_RECIPE)/package-lock.json
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing Debian's nodejs and npm with apt-get (the Node.js recipe's tests run node)"; \
+	  sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	  install () { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends nodejs npm >"$$log" 2>&1; }; \
+	  apt-cache show nodejs npm >/dev/null 2>&1 || $$sudo apt-get update -qq; \
+	  install || { $$sudo apt-get update -qq && install; } || { cat "$$log" >&2; exit 1; }; \
+	fi
+	@major=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$major" -ge 20 ] || { \
+	  echo "node $$(node --version) is too old: the AWS SDK for JavaScript v3 needs Node.js 20 or later" >&2; exit 1; }
+	cd $(NODE_RECIPE) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 lint: $(STAMP) ## ruff (lint and format check) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -70,7 +94,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 unit: $(STAMP) ## Unit tests (no sockets)
 	$(BIN)/pytest -q $(PARALLEL) tests/unit
 
-integration: $(STAMP) browser ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
+integration: $(STAMP) browser node ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
 	$(BIN)/pytest -q $(PARALLEL) tests/integration
 
 template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml
@@ -100,7 +124,7 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
 	$(BIN)/python scripts/build_consumer.py dist
 
-test: lint template build browser ## Every check: lint, types, template, build, unit and integration tests (explore included)
+test: lint template build browser node ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	$(BIN)/pytest -q $(PARALLEL) tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
@@ -145,5 +169,5 @@ lock: ## Re-resolve requirements-dev.txt, then the layer's lock (layers/cmstoken
 	  layers/cmstoken/requirements.in
 
 clean: ## Remove the virtual environment, build output and caches
-	rm -rf $(VENV) .aws-sam dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .aws-sam dist .pytest_cache .mypy_cache .ruff_cache $(NODE_RECIPE)/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
