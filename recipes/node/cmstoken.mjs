@@ -288,12 +288,13 @@ export class ServiceTokenProvider {
     return this.#reading;
   }
 
-  /** Cache a usable document until min(now + maxAge * (0.5 + 0.5 u1), expiry - minValidity *
-   * (1 + u2)); when that is past already, re-check in 5 * (0.5 + u) s, never past expiry. */
+  /** Cache a usable document until min(now + maxAge * (1 - u1/2), expiry - minValidity *
+   * (1 + u2)); when that is past already, re-check in 5 * (1 - u/2) s, never past expiry
+   * (the Python helper's rules: cmstoken/consumer/spread.py). */
   #remember(document) {
     const now = this.clock.now();
     if (now >= document.expiresAt) throw expired(document);
-    const byAge = now + this.maxAgeSeconds * (0.5 + 0.5 * this.random());
+    const byAge = now + this.#shortened(this.maxAgeSeconds);
     const byExpiry = document.expiresAt - this.minValiditySeconds * (1 + this.random());
     let freshUntil = Math.min(byAge, byExpiry);
     if (now >= byExpiry) {
@@ -301,7 +302,7 @@ export class ServiceTokenProvider {
       this.logger.warn("the published service token expires soon and no fresher one is published", {
         expires_at: expiresAt,
       });
-      const recheck = NEAR_EXPIRY_RECHECK_SECONDS * (0.5 + this.random());
+      const recheck = this.#shortened(NEAR_EXPIRY_RECHECK_SECONDS);
       freshUntil = Math.min(now + recheck, document.expiresAt);
     }
     if (document.credentialStatus !== "active") {
@@ -486,7 +487,12 @@ export class ServiceTokenProvider {
     );
   }
 
-  /** Poll the secret every pollInterval * (0.5 + u) s until it holds a token other than
+  /** `seconds` less a random share of at most half. */
+  #shortened(seconds) {
+    return seconds * (1 - this.random() / 2);
+  }
+
+  /** Poll the secret every pollInterval * (1 - u/2) s until it holds a token other than
    * `token` (that document), or refreshWaitSeconds pass (undefined). A read that fails for a
    * while (throttled, unreachable) is no new token: polling goes on. */
   async #waitForOtherThan(token) {
@@ -494,7 +500,7 @@ export class ServiceTokenProvider {
     const deadline = started + this.refreshWaitSeconds;
     let remaining;
     while ((remaining = deadline - this.clock.now()) > 0) {
-      await this.clock.sleep(Math.min(this.pollIntervalSeconds * (0.5 + this.random()), remaining));
+      await this.clock.sleep(Math.min(this.#shortened(this.pollIntervalSeconds), remaining));
       let current;
       try {
         current = await this.#read();

@@ -33,22 +33,24 @@ def checks() -> dict[str, Any]:
 def test_a_read_is_fresh_for_half_to_all_of_max_age_and_never_near_expiry(
     checks: dict[str, Any],
 ) -> None:
-    """maxAgeSeconds 900, minValiditySeconds 60: a token far from expiry is fresh for 450 to
-    900 s; one expiring in 100 s until 60 to 120 s before that (40 s from now at u = 0, past
-    already at u near 1: then re-read in 2.5 to 7.5 s), as one expiring in 30 s."""
+    """maxAgeSeconds 900, minValiditySeconds 60, each shortened by a share of at most half (the
+    Python helper's rules, cmstoken/consumer/spread.py): a token far from expiry is fresh for
+    900 s at u = 0 down to 450 s at u near 1; one expiring in 100 s until 60 to 120 s before
+    that (40 s from now at u = 0, past already at u near 1: then re-read in 5 down to 2.5 s),
+    as one expiring in 30 s."""
     low, high = checks["bounds"]["low"], checks["bounds"]["high"]
-    assert low == {"far": 450, "near": 40, "soon": 2.5}
-    assert high["far"] == pytest.approx(900, abs=0.01)
-    assert high["near"] == pytest.approx(7.5, abs=0.01)
-    assert high["soon"] == pytest.approx(7.5, abs=0.01)
+    assert low == {"far": 900, "near": 40, "soon": 5}
+    assert high["far"] == pytest.approx(450, abs=0.01)
+    assert high["near"] == pytest.approx(2.5, abs=0.01)
+    assert high["soon"] == pytest.approx(2.5, abs=0.01)
 
 
 def test_failed_reads_serve_the_cached_token_and_back_off_until_it_expires(
     checks: dict[str, Any],
 ) -> None:
     back_off = checks["backOff"]
-    # the read at 450 s fails, then every retry: 1, 2, 4 ... 30 s apart
-    assert back_off["reads"][:9] == [0, 450, 451, 453, 457, 465, 481, 511, 541]
+    # the read at 900 s fails, then every retry: 1, 2, 4 ... 30 s apart
+    assert back_off["reads"][:9] == [0, 900, 901, 903, 907, 915, 931, 961, 991]
     assert back_off["served"] == ["cached"]
     assert back_off["last"] == "cached"
     # at its expiry the cached token is no longer served: the read's error comes through
