@@ -97,10 +97,10 @@ unit: $(STAMP) ## Unit tests (no sockets)
 integration: $(STAMP) browser node ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
 	$(BIN)/pytest -q $(PARALLEL) tests/integration
 
-template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml
+template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml and ci-role.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
 	$(TOOL_ENV) $(BIN)/cfn-lint template.yaml
-	$(TOOL_ENV) $(BIN)/cfn-lint consumer.yaml
+	$(TOOL_ENV) $(BIN)/cfn-lint consumer.yaml ci-role.yaml
 
 build: $(STAMP) ## sam build (the layer: its lock for arm64, precompiled; the functions) into .aws-sam/
 	$(TOOL_ENV) $(BIN)/sam build --template template.yaml --build-dir .aws-sam/build

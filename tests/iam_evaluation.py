@@ -17,7 +17,11 @@ Guide for keys ("Key policies in AWS KMS"):
   account's identity policies decide ("Unless the key policy explicitly allows it, you cannot
   use IAM policies to allow access to a KMS key");
 - Principal: ``"*"``, ``{"AWS": ...}`` with account ids, account (root) ARNs or role ARNs;
-  ``{"Service": ...}`` never matches the IAM principals modelled here;
+  ``{"Federated": ...}`` with an OIDC provider's ARN, which a web identity (the caller of
+  ``sts:AssumeRoleWithWebIdentity``, its ``Principal`` the provider) matches ("IAM JSON policy
+  elements: Principal", "Federated user principals"); ``{"Service": ...}`` never matches the
+  IAM principals modelled here;
+- Resource: a role's trust policy has none; it applies to the role it is attached to;
 - Action and Resource: ``*`` and ``?`` wildcards, actions case-insensitive;
 - conditions: StringEquals, StringNotEquals, StringLike, ArnEquals, ArnNotEquals, ArnLike, and
   the ForAnyValue:/ForAllValues: prefixes; keys case-insensitive; every operator and key of a
@@ -41,7 +45,9 @@ Policy = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Principal:
-    """An IAM role of some account, and where that account sits in AWS Organizations."""
+    """An IAM role of some account, and where that account sits in AWS Organizations; or a web
+    identity, by the ARN of the account's OIDC provider that issued its token (its claims are
+    the request's condition keys)."""
 
     arn: str
     org_id: str | None = None
@@ -130,7 +136,10 @@ def _matches(statement: Mapping[str, Any], request: Request, resource_policy: bo
     actions = _listed(statement["Action"])
     if not any(fnmatch.fnmatchcase(request.action.lower(), a.lower()) for a in actions):
         return False
-    if not any(_glob(pattern, request.resource) for pattern in _listed(statement["Resource"])):
+    if "Resource" not in statement:
+        if not resource_policy:
+            raise NotImplementedError("an identity policy statement without Resource")
+    elif not any(_glob(pattern, request.resource) for pattern in _listed(statement["Resource"])):
         return False
     return _conditions_hold(statement.get("Condition", {}), request.context())
 
@@ -138,8 +147,10 @@ def _matches(statement: Mapping[str, Any], request: Request, resource_policy: bo
 def _principal_matches(principal: Any, who: Principal) -> bool:
     if principal == "*":
         return True
-    if set(principal) - {"AWS", "Service"}:
+    if set(principal) - {"AWS", "Service", "Federated"}:
         raise NotImplementedError(f"principal not modelled: {principal}")
+    if any(p == who.arn for p in _listed(principal.get("Federated", []))):
+        return True
     return any(_one_principal(p, who) for p in _listed(principal.get("AWS", [])))
 
 
@@ -158,7 +169,8 @@ def _names_only_the_account(statement: Mapping[str, Any], who: Principal) -> boo
     principal = statement["Principal"]
     if principal == "*":
         return False
-    return not any(p == who.arn or p == "*" for p in _listed(principal.get("AWS", [])))
+    named = [*_listed(principal.get("AWS", [])), *_listed(principal.get("Federated", []))]
+    return not any(p == who.arn or p == "*" for p in named)
 
 
 def _glob(pattern: str, value: str) -> bool:
