@@ -521,7 +521,7 @@ def main_stack_stand_in(stack: Stack) -> dict[str, Any]:
     }
 
 
-@pytest.mark.filterwarnings("ignore:Tried to parse AWS::IAM::OIDCProvider:UserWarning")
+@pytest.mark.filterwarnings("ignore:Tried to parse AWS..IAM..OIDCProvider:UserWarning")
 def test_the_documented_deploy_makes_the_role_with_the_stacks_outputs(
     server_stack: Stack, tmp_path: Path
 ) -> None:
