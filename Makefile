@@ -136,8 +136,10 @@ package: build ## sam package: the build's code to S3 (BUCKET=name [PREFIX=cmsto
 dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and boto3 only) into dist/
 	$(BIN)/python scripts/build_consumer.py dist
 
+# --durations: the slowest tests named at the end, so that a suite growing past its 15 minutes
+# says where.
 test: lint template build browser node ci-tools ## Every check: lint, types, template, build, unit and integration tests (explore included)
-	$(BIN)/pytest -q $(PARALLEL) tests
+	$(BIN)/pytest -q $(PARALLEL) --durations=25 tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
