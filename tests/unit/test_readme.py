@@ -105,3 +105,19 @@ def test_the_organisation_examples_share_reaches_the_units_its_stack_set_deploys
     recipe = " ".join((ROOT / "docs" / "organisation-consumers.md").read_text().split())
     assert "StackSets never deploy to the organisation's management account" in recipe
     assert "must end in `/*`" in recipe
+
+
+def flat(text: str) -> str:
+    """``text`` as one line of words, without Markdown's backticks."""
+    return " ".join(text.replace("`", "").split())
+
+
+def test_get_tokens_help_and_page_tell_the_same_retry_story() -> None:
+    """One text (``RETRY_STORY``, built from the retry policy and held to the code by the
+    get-token unit tests) in ``get-token --help`` and in docs/get-token.md."""
+    from cmstoken.cli.get_token.parser import build_parser
+    from cmstoken.cli.get_token.retries import RETRY_STORY
+
+    story = flat(RETRY_STORY)
+    assert story in flat(build_parser().format_help())
+    assert story in flat((ROOT / "docs" / "get-token.md").read_text())
