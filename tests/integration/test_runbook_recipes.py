@@ -20,14 +20,12 @@ import pytest
 
 from support import check_aws_command, isolated_aws_env, recipe
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        shutil.which("aws") is None
-        or subprocess.run(["aws", "--version"], capture_output=True, check=False).returncode,
-        reason="needs the AWS CLI",
-    ),
-]
+pytestmark = pytest.mark.integration
+AWS_CLI = pytest.mark.skipif(
+    shutil.which("aws") is None
+    or subprocess.run(["aws", "--version"], capture_output=True, check=False).returncode != 0,
+    reason="needs the AWS CLI",
+)
 
 # A Region that AWS CLI v1 (this machine's) has no legacy SQS endpoint for: in the older ones it
 # sends SQS calls to their *.queue.amazonaws.com name whatever AWS_ENDPOINT_URL says.
@@ -109,6 +107,7 @@ def test_the_credential_lost_command_finds_the_critical_line(deployed: dict[str,
     assert line.endswith(" " + CRITICAL)
 
 
+@AWS_CLI
 def test_the_aws_cli_reads_the_same_log(deployed: dict[str, str]) -> None:
     rows = [line.split("\t", 1) for line in run(recipe("aws-logs"), deployed).splitlines()]
     assert [message for _, message in rows] == [
@@ -118,6 +117,7 @@ def test_the_aws_cli_reads_the_same_log(deployed: dict[str, str]) -> None:
     assert all(stamp.isdigit() for stamp, _ in rows)
 
 
+@AWS_CLI
 def test_the_dead_letter_queue_depth_of_the_silent_rotator_runbook(
     deployed: dict[str, str],
 ) -> None:
@@ -145,3 +145,24 @@ def test_every_aws_command_of_the_runbook_is_one_the_cli_has() -> None:
                 check_aws_command(words)
                 checked += 1
     assert checked >= 3
+
+
+def test_the_path_line_puts_cmstoken_admin_on_path(tmp_path: Path) -> None:
+    """docs/operate.md's first block, from a checkout's folder (its .venv/bin: this
+    interpreter's), in a shell without the venv on PATH."""
+    venv = Path(sys.executable).parent
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "bin").symlink_to(venv)
+    path = [part for part in os.environ.get("PATH", "").split(os.pathsep) if part != str(venv)]
+    ran = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + recipe("admin-path")],
+        cwd=tmp_path,
+        env={**os.environ, "PATH": os.pathsep.join(path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "examples:" in ran.stdout
+    assert "  cmstoken-admin --stack cmstoken logs" in ran.stdout
