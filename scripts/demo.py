@@ -16,12 +16,13 @@ finishes and its outcome notice says "authorized". It prints a summary of metada
 secret (a link is not one; the one-click's code is never printed), and stops its servers on exit
 and on Ctrl-C.
 
-With KEEP=1 the stack stays up afterwards for `cmstoken-admin` (until Ctrl-C): moto also holds
-what the command reads of a deployed stack (its outputs, alarms and schedule), a local Lambda
-endpoint runs the functions, the rotator runs on its schedule, and the environment that points
-the command at it is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The
-clock is not moved then, so that the stack's times are real ones, and the one-click part is left
-out, so that the stack stays healthy.
+With KEEP=1 (or true, yes: any case) the stack stays up afterwards for `cmstoken-admin` (until
+Ctrl-C): moto also holds what the command reads of a deployed stack (its outputs, alarms,
+schedule and log groups), a local Lambda endpoint runs the functions, the rotator runs on its
+schedule, and the environment that points the command at it (and puts the venv's commands on
+PATH) is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The clock is not
+moved then, so that the stack's times are real ones, and the one-click part is left out, so that
+the stack stays healthy. Either way it ends with what to try next.
 """
 
 from __future__ import annotations
@@ -123,9 +124,52 @@ class CtrlC:
             _thread.interrupt_main()
 
 
+ON, OFF = ("1", "true", "yes"), ("", "0", "false", "no")
+
+
+class UsageError(Exception):
+    """A make variable the demo does not understand."""
+
+
+def flag(name: str) -> bool:
+    """A make variable that turns something on (KEEP=1, true or yes, any case) or leaves it off
+    (unset, empty, 0, false or no); anything else is refused rather than ignored."""
+    value = os.environ.get(name, "").strip()
+    if value.lower() in ON:
+        return True
+    if value.lower() in OFF:
+        return False
+    raise UsageError(
+        f"{name}={value!r} is not understood: use {name}=1 (or true, yes) or leave it out"
+    )
+
+
+def next_steps(keep: bool) -> str:
+    """What to try after the demo: the kept stack's commands, and the documents to read."""
+    stack = f"cmstoken-admin --stack {STACK}"
+    lines = ["", "next:"]
+    if not keep:
+        lines.append("  make demo KEEP=1    # the same, and the local stack stays up; then, in")
+        lines.append("                      # another terminal:")
+    lines += [
+        "  . .venv/local-stack.env",
+        f"  {stack} status",
+        f"  {stack} rotate",
+        f"  {stack} logs",
+        f"  {stack} bootstrap   # approve in a browser: the emulator's page",
+        "  read: README.md (deploy to AWS), docs/operate.md (cmstoken-admin, the alarms),",
+        "        docs/consume.md (read the token), docs/get-token.md (a token on your machine)",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> int:
-    interactive = os.environ.get("INTERACTIVE") == "1"
-    keep = os.environ.get("KEEP") == "1"
+    try:
+        interactive = flag("INTERACTIVE")
+        keep = flag("KEEP")
+    except UsageError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server: no request lines
@@ -159,6 +203,7 @@ def main() -> int:
                 print(f"  {name:<{width}}  {value}")
             if keep:
                 return keep_up(clock, f"http://{host}:{port}", ctrl_c)
+            print(next_steps(keep=False), flush=True)
     except KeyboardInterrupt:
         print("\ndemo: interrupted; servers stopped", file=sys.stderr)
         return 130
@@ -193,19 +238,16 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
     }
     lines = [f"export {name}={value}" for name, value in exports.items()]
     lines.append("unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN")
+    lines.append(f'export PATH="{Path(sys.executable).parent}:$PATH"')
     text = (
-        "# Points the AWS SDKs (and cmstoken-admin) of the shell that sources this at the local\n"
-        "# stack of `make demo KEEP=1`, until it stops.\n" + "\n".join(lines) + "\n"
+        "# Points the AWS SDKs (and cmstoken-admin, put on PATH) of the shell that sources this\n"
+        "# at the local stack of `make demo KEEP=1`, until it stops.\n" + "\n".join(lines) + "\n"
     )
     path.write_text(text)
     shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
-    admin = os.path.relpath(Path(sys.executable).parent / "cmstoken-admin")
+    steps = next_steps(keep=True).replace(". .venv/local-stack.env", f". {shown}")
     print(
-        f"\nThe local stack {STACK} stays up until Ctrl-C. In another terminal, here:\n\n"
-        f"  . {shown}\n"
-        f"  {admin} --stack {STACK} status\n"
-        f"  {admin} --stack {STACK} rotate\n"
-        f"  {admin} --stack {STACK} bootstrap   # approve in a browser: the emulator's page\n\n"
+        f"\nThe local stack {STACK} stays up until Ctrl-C. In another terminal, here:\n{steps}\n\n"
         f"{shown} sets:\n" + "".join(f"  {line}\n" for line in lines) + "\n"
         f"The rotator runs every {INTERVAL_MINUTES} minutes; its runs are printed here.",
         flush=True,

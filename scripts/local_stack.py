@@ -22,9 +22,13 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+STACK = "cmstoken-local"
 BOOTSTRAP, ROTATOR = "local-bootstrap", "local-rotator"
-REFRESH_SECRET, SERVICE_SECRET = "local/refresh-credential", "local/service-token"
+# Named as a deployed stack names them (template.yaml: ${AWS::StackName}/...).
+REFRESH_SECRET, SERVICE_SECRET = f"{STACK}/refresh-credential", f"{STACK}/service-token"
 TIMEOUTS = {BOOTSTRAP: 900.0, ROTATOR: 120.0}
+# The functions' log groups, as template.yaml names them (cmstoken-admin logs reads them).
+LOG_GROUPS = {BOOTSTRAP: f"/cmstoken/{STACK}/bootstrap", ROTATOR: f"/cmstoken/{STACK}/rotator"}
 
 
 def load_handler(function: str) -> Callable[[Any, Any], Any]:
@@ -138,7 +142,6 @@ class ApprovingInvoker:
 
 # --- a stack cmstoken-admin can operate (`make demo KEEP=1`) ----------------------------------
 
-STACK = "cmstoken-local"
 ACCOUNT, REGION = "123456789012", "us-east-1"  # moto's default account; the demo's region
 INTERVAL_MINUTES = 5  # the shortest RotationIntervalMinutes the template allows
 # The template's alarms (logical names), each on one metric; the heartbeat has no actions.
@@ -187,6 +190,9 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
     }
     cloudformation = boto3.client("cloudformation")
     cloudformation.create_stack(StackName=STACK, TemplateBody=json.dumps(template))
+    logs = boto3.client("logs")
+    for group in LOG_GROUPS.values():
+        logs.create_log_group(logGroupName=group)
     described = cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]
     topic = next(
         o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "AlarmTopicArn"
@@ -219,33 +225,41 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
 
 class ReportingInvoker:
     """Runs one invocation at a time (Powertools' metrics are process-wide) and does what
-    CloudWatch does with a function's output: the embedded-metric-format records it prints
-    become metrics (PutMetricData to moto), so that `cmstoken-admin status` sees the runs."""
+    Lambda and CloudWatch do with a function's output: the embedded-metric-format records it
+    prints become metrics (PutMetricData to moto), so that `cmstoken-admin status` sees the
+    runs, and its other lines (its log records, at the local stack's level), between Lambda's
+    START and END lines, go to the function's log group (LOG_GROUPS), so that
+    `cmstoken-admin logs` reads them."""
 
     def __init__(self, invoker: Any) -> None:
         import boto3
 
         self.invoker = invoker
         self.cloudwatch = boto3.client("cloudwatch")
+        self.logs = boto3.client("logs")
         self.lock = threading.Lock()
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
         printed = io.StringIO()
+        request = f"local-{time.monotonic_ns()}"
         with self.lock:
             try:
-                with contextlib.redirect_stdout(printed):
+                with contextlib.redirect_stdout(printed), _function_logs_to(printed):
+                    print(f"START RequestId: {request} Version: $LATEST")
                     return self.invoker.invoke(function, payload)
             finally:
-                self._publish(printed.getvalue())
+                print(f"END RequestId: {request}", file=printed)
+                self._publish(function, printed.getvalue())
 
-    def _publish(self, output: str) -> None:
+    def _publish(self, function: str, output: str) -> None:
+        lines: list[str] = []
         for line in output.splitlines():
             try:
                 record = json.loads(line)
                 directives = record["_aws"]["CloudWatchMetrics"]
                 stamp = datetime.fromtimestamp(record["_aws"]["Timestamp"] / 1000, tz=UTC)
             except (ValueError, TypeError, KeyError):
-                print(line)  # not a metric record: a log line, shown as Lambda would keep it
+                lines.append(line)  # not a metric record: a log line, kept as Lambda keeps it
                 continue
             for directive in directives:
                 dimensions = [
@@ -265,6 +279,36 @@ class ReportingInvoker:
                     for value in _values(record[metric["Name"]])
                 ]
                 self.cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+        self._log(function, lines)
+
+    def _log(self, function: str, lines: list[str]) -> None:
+        group = LOG_GROUPS.get(function.partition(":")[0])
+        if group is None or not lines:
+            return
+        stream = time.strftime("%Y/%m/%d/[$LATEST]") + "local"
+        with contextlib.suppress(self.logs.exceptions.ResourceAlreadyExistsException):
+            self.logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        now = int(time.time() * 1000)
+        events = [{"timestamp": now, "message": line} for line in lines]
+        self.logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
+
+
+@contextmanager
+def _function_logs_to(stream: io.StringIO) -> Iterator[None]:
+    """The functions' log records (the Powertools handler, which holds the stdout of its
+    creation) written to ``stream`` meanwhile, as Lambda collects a function's output."""
+    from cmstoken.observability import logger
+
+    handler = logger.registered_handler
+    if not isinstance(handler, logging.StreamHandler):
+        yield
+        return
+    previous = handler.setStream(stream)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            handler.setStream(previous)
 
 
 def _values(value: Any) -> list[Any]:
@@ -297,7 +341,7 @@ class LambdaEndpoint:
         self.destinations = dict(destinations or {})
         self.urls = dict(urls or {})
         self.queued: list[threading.Thread] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -426,17 +470,33 @@ class LambdaEndpoint:
 
             def _send(self, status: int, headers: dict[str, str], answer: Any) -> None:
                 data = b"" if status == 202 else json.dumps(answer).encode()
-                self.send_response(status)
-                for key, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for key, value in {**headers, "Content-Type": "application/json"}.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except ConnectionError:
+                    # The client went away (cmstoken-admin interrupted while it waited for a
+                    # poll): nobody is left to answer; what the invocation did stands.
+                    self.close_connection = True
 
             def log_message(self, *_: Any) -> None:
                 pass  # no request lines
 
         return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that goes away before its answer (a broken pipe, a reset) is not an error of
+    the server's: no traceback for it. Anything else is reported as the standard library
+    does."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _name(function: str) -> str:

@@ -757,3 +757,67 @@ def run_shell(script: str, directory: Path, env: dict[str, str]) -> str:
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     return ran.stdout
+
+
+# A user code as the identity provider (and the emulator) shows it: HHHJ-MMSZ.
+USER_CODE_SHAPE = re.compile(r"\b[B-Z]{4}-[B-Z]{4}\b")
+
+
+def run_approving(
+    command: list[str],
+    approve: Callable[[str], object],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    answer: str = "y\n",
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` as a person at a terminal runs it: each new user code it prints on standard
+    error is approved (``approve``: the emulator's), then ``answer`` (the (y/N) question's) is
+    written to its standard input, once per login. Standard input closes when it ends."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
+    out: list[str] = []
+    err: list[str] = []
+    seen: set[str] = set()
+
+    def pump_stdout() -> None:
+        assert process.stdout is not None
+        out.append(process.stdout.read())
+
+    def pump_stderr() -> None:
+        assert process.stderr is not None
+        assert process.stdin is not None
+        for line in process.stderr:
+            err.append(line)
+            found = USER_CODE_SHAPE.search(line)
+            if found is None or found.group(0) in seen:
+                continue
+            seen.add(found.group(0))
+            approve(found.group(0))
+            with contextlib.suppress(OSError, ValueError):
+                process.stdin.write(answer)
+                process.stdin.flush()
+
+    pumps = [threading.Thread(target=pump, daemon=True) for pump in (pump_stdout, pump_stderr)]
+    for pump in pumps:
+        pump.start()
+    try:
+        process.wait(timeout=timeout)
+    finally:
+        process.kill()
+        process.wait()
+        for pump in pumps:
+            pump.join(timeout=10)
+        assert process.stdin is not None
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(err))

@@ -48,12 +48,64 @@ def test_demo_runs_the_lifecycle_and_prints_only_metadata() -> None:
     assert re.search(r"projects listed\s+prj_[A-Za-z0-9]{16}", result.stdout)
     assert float(re.search(r"elapsed\s+([\d.]+) s", result.stdout).group(1)) < 60  # type: ignore[union-attr]
     assert_one_click(result.stdout)
+    assert_next_steps(result.stdout.split("\nnext:\n", 1)[1])
     output = without_the_link(result.stdout + result.stderr)
     assert "eyJ" not in output  # no JWT (raw, id or service token)
     assert not re.search(r"v1\.[A-Za-z0-9_-]{20,}", output)  # no refresh token
     assert not re.search(r"[A-Za-z0-9_-]{40,}", output)  # no device code, no token of any kind
     # The bootstrap's user code only (its address and its frame): the one-click's, never.
     assert len(set(re.findall(r"\b[B-Z]{4}-[B-Z]{4}\b", output))) == 1
+
+
+def assert_next_steps(steps: str) -> None:
+    """The demo's last words: `make demo KEEP=1`, then commands cmstoken-admin takes against the
+    kept stack, and documents that exist."""
+    from cmstoken.cli.admin.command import parse_args
+
+    lines = [line.split("#")[0].strip() for line in steps.splitlines()]
+    assert "make demo KEEP=1" in lines
+    assert ". .venv/local-stack.env" in lines
+    commands = [line for line in lines if line.startswith("cmstoken-admin ")]
+    taken = {parse_args(line.split()[1:]).command for line in commands}
+    assert taken == {"status", "rotate", "logs", "bootstrap"}
+    documents = re.findall(r"\b((?:docs/)?[\w-]+\.md)\b", steps)
+    assert len(documents) >= 4
+    assert all((ROOT / document).is_file() for document in documents)
+
+
+def test_an_unknown_keep_value_is_refused_in_one_line() -> None:
+    """`make demo KEEP=true` keeps the stack up (KEEP=1, true, yes: any case); a value the
+    demo does not understand is refused before anything starts, not ignored."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        env={**os.environ, "KEEP": "maybe"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "demo: KEEP='maybe' is not understood: use KEEP=1 (or true, yes) or leave it out"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        *[(value, True) for value in ("1", "true", "TRUE", "Yes", " yes ")],
+        *[(value, False) for value in ("", "0", "false", "No")],
+    ],
+)
+def test_make_variables_turn_on_with_1_true_or_yes(
+    value: str, on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from demo import flag
+
+    monkeypatch.setenv("KEEP", value)
+    assert flag("KEEP") is on
 
 
 def assert_one_click(summary: str) -> None:
@@ -216,8 +268,10 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
         assert f"  . {env_file}\n" in printed
         ports = [int(port) for port in re.findall(r"http://127\.0\.0\.1:(\d+)", printed)]
         assert len(ports) == 2  # moto's server and the Lambda endpoint
-        # A shell of the user's: whatever AWS settings it had, the file replaces them.
+        # A shell of the user's: whatever AWS settings it had, the file replaces them, and puts
+        # the venv's commands on its PATH.
         shell_env = {**os.environ, "AWS_PROFILE": "someone", "AWS_REGION": "eu-west-3"}
+        shell_env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
         result = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", readme_recipe("local-admin")],
             cwd=tmp_path,
@@ -229,7 +283,10 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        report = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in result.stdout.splitlines())
+        stamped = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+        logged = [line for line in result.stdout.splitlines() if stamped.match(line)]
+        status = [line for line in result.stdout.splitlines() if not stamped.match(line)]
+        report = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in status)
         assert report["stack"] == "cmstoken-local (account 123456789012, region us-east-1)"
         assert report["credential"].startswith("active, authorized ")
         assert re.fullmatch(r"skipped at \S+Z \(\d+ min ago\)", report["last run"])
@@ -238,6 +295,9 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
         assert report["verdict"] == "healthy"
         # The rotate: debounced (within 10 minutes of the bootstrap).
         assert result.stderr.startswith("skipped: forced refresh debounced")
+        # The rotator's log: Lambda's lines for the scheduled run and the forced one.
+        assert sum("START RequestId: " in line for line in logged) == 2, logged
+        assert sum("END RequestId: " in line for line in logged) == 2, logged
         output = printed + result.stdout + result.stderr
         assert "eyJ" not in output
         assert not re.search(r"v1\.[A-Za-z0-9_-]{20,}", output)

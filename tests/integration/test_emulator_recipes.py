@@ -5,7 +5,9 @@ control API, then a fault and a renewal; and a login with `--auto-approve`."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -28,17 +30,16 @@ DOCUMENTED_ADDRESS = "http://127.0.0.1:8080"  # `make emulator PORT=8080`
 
 
 def run_recipe(name: str, emulator: Emulator, directory: Path) -> subprocess.CompletedProcess[str]:
-    """The recipe in bash, in a directory whose .venv/bin is this interpreter's (the console
-    scripts' folder), against the test's emulator instead of port 8080."""
+    """The recipe in bash, in a shell whose PATH starts with the venv's console scripts (as the
+    README puts them there), against the test's emulator instead of port 8080."""
     bin_folder = Path(sys.executable).parent
     if not (bin_folder / "get-token").exists():
         pytest.skip("the venv's console scripts are not installed")
-    (directory / ".venv").mkdir()
-    (directory / ".venv" / "bin").symlink_to(bin_folder)
     script = recipe(name)
     assert DOCUMENTED_ADDRESS in script
     return subprocess.run(
         ["bash", "-c", script.replace(DOCUMENTED_ADDRESS, emulator.base_url)],
+        env={**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"},
         cwd=directory,
         capture_output=True,
         text=True,
@@ -55,14 +56,17 @@ def test_the_login_is_approved_by_the_code_it_printed_then_a_fault_and_a_renewal
     # Both control calls answered ok: the approval found the pending code (no "unknown user_code").
     assert result.stdout.count('{"ok": true}') == 2, result.stdout
     assert "unknown user_code" not in result.stdout
-    login = json.loads((tmp_path / "tokens.json").read_text())
-    assert login["token_type"] == "Bearer"
+    # The login wrote the refresh file (no copy of its tokens elsewhere); the renewal renewed it.
+    assert sorted(os.listdir(tmp_path)) == ["refresh-token.txt"]
+    assert stat.S_IMODE((tmp_path / "refresh-token.txt").stat().st_mode) == 0o600
     renewed = json.loads(result.stdout.splitlines()[-1])
     assert emulator.service_token_valid(renewed["access_token"])
     kept = (tmp_path / "refresh-token.txt").read_text().strip()
-    assert kept == renewed["refresh_token"] != login["refresh_token"]
+    assert kept == renewed["refresh_token"]
     assert emulator.refresh_token_valid(kept)
-    assert emulator.counts["refresh"] == 1  # the renewal
+    assert emulator.counts["device_code"] == 1
+    assert emulator.counts["refresh"] == 1  # the renewal, of the login's token
+    assert not emulator.family_revoked(kept)
     # The queued fault (one time) was the renewal's: the next refresh answer is whole again.
     token_url = emulator.issuer_url.rstrip("/") + "/oauth/token"
     form = {"grant_type": "refresh_token", "refresh_token": kept}

@@ -105,3 +105,101 @@ def test_the_organisation_examples_share_reaches_the_units_its_stack_set_deploys
     recipe = " ".join((ROOT / "docs" / "organisation-consumers.md").read_text().split())
     assert "StackSets never deploy to the organisation's management account" in recipe
     assert "must end in `/*`" in recipe
+
+
+def flat(text: str) -> str:
+    """``text`` as one line of words, without Markdown's backticks."""
+    return " ".join(text.replace("`", "").split())
+
+
+def test_get_tokens_help_and_page_tell_the_same_retry_story() -> None:
+    """One text (``RETRY_STORY``, built from the retry policy and held to the code by the
+    get-token unit tests) in ``get-token --help`` and in docs/get-token.md."""
+    from cmstoken.cli.get_token.parser import build_parser
+    from cmstoken.cli.get_token.retries import RETRY_STORY
+
+    story = flat(RETRY_STORY)
+    assert story in flat(build_parser().format_help())
+    assert story in flat((ROOT / "docs" / "get-token.md").read_text())
+
+
+# --- the operator's first hour (issue 30) -----------------------------------------------------
+
+PATH_LINE = 'export PATH="$PWD/.venv/bin:$PATH"'
+
+
+def test_the_quickstart_names_everything_it_runs() -> None:
+    """Its blocks run make, sam (from the venv), the AWS CLI and jq: each is named first, with
+    the credentials and how the venv's commands get on PATH."""
+    from support import section
+
+    text = " ".join(section("Quickstart").split())
+    needs = text.split(" 1. ", 1)[0]
+    for what in ("Python 3.13", "`make`", "the AWS CLI", "`jq`", "AWS credentials"):
+        assert what in needs, what
+    assert PATH_LINE in needs
+    assert "source .venv/bin/activate" in needs
+
+
+def test_the_quickstart_deploy_subscribes_an_address_to_the_alarms() -> None:
+    from support import recipe, section
+
+    deploy = " ".join(recipe("quickstart-deploy").replace("\\\n", " ").split())
+    assert "AlarmEmail=you@example.com" in deploy
+    assert "ServiceBaseUrl=https://api.example.com" in deploy
+    assert PATH_LINE in deploy  # the later steps' commands, pasted in order
+    text = " ".join(section("Quickstart").split())
+    assert "confirm the subscription from the mail AWS sends it" in text
+
+
+def test_the_venvs_commands_are_shown_in_one_form() -> None:
+    """`cmstoken-admin`, `get-token` and `cms-emulator` as commands on PATH, everywhere; the
+    README and docs/operate.md say how to put them there."""
+    from support import DOCUMENTS
+
+    for document in DOCUMENTS:
+        found = re.findall(
+            r"\.venv/bin/(?:cmstoken-admin|get-token|cms-emulator)\b", document.read_text()
+        )
+        assert found == [], document.name
+    for document in (ROOT / "README.md", ROOT / "docs" / "operate.md"):
+        text = document.read_text()
+        assert PATH_LINE in text, document.name
+        assert "source .venv/bin/activate" in text, document.name
+
+
+def test_every_alarm_of_the_runbook_has_a_command_to_paste() -> None:
+    """Each alarm's "Do this" holds a whole command line; where it says to read the rotator's
+    log, the command that prints it (no bare log group name to look up by hand)."""
+    from support import section
+
+    runbook = section("Alarms and what to do")
+    alarms = re.split(r"^### ", runbook, flags=re.M)[1:]
+    assert len(alarms) >= 6
+    for alarm in alarms:
+        name = alarm.split("\n", 1)[0]
+        if "dead letter queue" in name:
+            continue
+        todo = alarm.split("**Do this:**", 1)[1]
+        assert re.search(r"cmstoken-admin --stack NAME [a-z]", todo), name
+        if "log" in todo:
+            assert "cmstoken-admin --stack NAME logs" in todo, name
+    for document in (ROOT / "README.md", ROOT / "docs" / "operate.md"):
+        assert "read `/cmstoken/NAME/rotator`" not in document.read_text()
+
+
+def test_the_operators_policy_lets_logs_read_each_functions_log_group() -> None:
+    import json
+    from fnmatch import fnmatchcase
+
+    from cmstoken.cli.admin.logs import FUNCTIONS, log_group
+
+    text = (ROOT / "docs" / "operate.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    (policy,) = [json.loads(block) for block in blocks if "FindTheStack" in block]
+    (statement,) = [s for s in policy["Statement"] if s["Action"] == "logs:FilterLogEvents"]
+    assert statement["Effect"] == "Allow"
+    for function in FUNCTIONS:
+        arn = f"arn:aws:logs:REGION:ACCOUNT:log-group:{log_group('NAME', function)}"
+        assert fnmatchcase(arn, statement["Resource"]), function
+    assert not fnmatchcase("arn:aws:logs:REGION:ACCOUNT:log-group:/other/x", statement["Resource"])

@@ -235,7 +235,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "env", "expected"),
     [
         (["--region", "no where"], {}, "Provided region_name 'no where' doesn't match"),
-        ([], {"AWS_PROFILE": "nobody"}, "The config profile (nobody) could not be found"),
+        ([], {"AWS_PROFILE": "nobody"}, "the AWS profile 'nobody' is not in your AWS"),
     ],
 )
 def test_a_malformed_region_and_an_unknown_profile_are_usage_errors(
@@ -251,7 +251,11 @@ def test_a_malformed_region_and_an_unknown_profile_are_usage_errors(
     assert main(["--stack", "s", *argv, "status"]) == 2
     line = one_line(capsys)
     assert expected in line
-    assert line.endswith("check --region, AWS_REGION and AWS_PROFILE")
+    assert line.endswith(
+        "check --region, AWS_REGION and AWS_PROFILE"
+        if argv
+        else "check --profile and AWS_PROFILE (aws configure list-profiles lists the profiles)"
+    )
 
 
 def one_line(capsys: pytest.CaptureFixture[str]) -> str:

@@ -5,8 +5,8 @@ AWS error ends in one line on standard error, never a traceback."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -54,21 +54,27 @@ def test_no_region_is_a_usage_error_that_says_how_to_set_one(aws_env: dict[str, 
 
 
 def test_an_unknown_region_names_the_endpoint_it_could_not_reach(
-    aws_env: dict[str, str],
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The endpoint of an unknown region cannot be reached; a closed port on 127.0.0.1 stands
-    for it (tests reach no outside address, not even its name server)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    env = {key: value for key, value in aws_env.items() if key != "AWS_ENDPOINT_URL"}
-    env["AWS_ENDPOINT_URL_CLOUDFORMATION"] = closed
-    result = run_admin("--stack", "s", "--region", "nowhere-9", "status", env=env)
-    assert result.returncode == 1
-    assert one_line(result) == (
-        f"cmstoken-admin: cloudformation:DescribeStacks on stack 's': cannot reach "
-        f"{closed}/ (region nowhere-9); 'nowhere-9' is "
-        "not a region this AWS SDK knows: check --region, and your network or proxy"
+    """The endpoint of an unknown region cannot be reached: botocore's error for it (tests reach
+    no outside address, not even its name server), with no endpoint variable set (one that
+    is set is named instead: test_admin_first_hour)."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from cmstoken.cli.admin.errors import Call, Where, explain
+
+    for name in [name for name in os.environ if name.startswith("AWS_ENDPOINT_URL")]:
+        monkeypatch.delenv(name)
+    endpoint = "https://cloudformation.nowhere-9.amazonaws.com/"
+    error = explain(
+        EndpointConnectionError(endpoint_url=endpoint),
+        Call("cloudformation:DescribeStacks", "stack 's'", Where("nowhere-9")),
+    )
+    assert error.exit_status == 1
+    assert str(error) == (
+        f"cloudformation:DescribeStacks on stack 's': cannot reach {endpoint} (region "
+        "nowhere-9); 'nowhere-9' is not a region this AWS SDK knows: check --region, and your "
+        "network or proxy"
     )
 
 

@@ -526,11 +526,13 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
             "cli/admin/status_rotator.py",
             "cli/admin/status_alarms.py",
             "cli/admin/link_key.py",
+            "cli/admin/logs.py",
         )
     )
     called = set(
         re.findall(
-            r'"((?:cloudformation|lambda|cloudwatch|scheduler|secretsmanager):[A-Za-z]+)"', source
+            r'"((?:cloudformation|lambda|cloudwatch|scheduler|secretsmanager|logs):[A-Za-z]+)"',
+            source,
         )
     )
     assert (
@@ -543,5 +545,6 @@ def test_the_readmes_operator_policy_grants_what_the_commands_call() -> None:
             "cloudwatch:DescribeAlarms",
             "scheduler:GetSchedule",
             "secretsmanager:PutSecretValue",
+            "logs:FilterLogEvents",
         }
     )

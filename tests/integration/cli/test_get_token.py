@@ -733,3 +733,134 @@ def test_help_documents_the_refresh_file_and_the_exit_codes() -> None:
     text = " ".join(outcome.stdout.split())
     for words in ["--refresh-file PATH", "exit codes", "0 success", "2 usage error", "130"]:
         assert words in text
+
+
+# --- end of input and Ctrl-C at a prompt on a real terminal ------------------------------------
+
+
+class OnATerminal:
+    """get-token with a pseudo-terminal as its controlling terminal, standard input and
+    standard error (as in a person's shell); standard output stays a pipe. ``shown`` is what
+    the terminal displayed."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        import fcntl
+        import pty
+        import termios
+
+        self.leader, follower = pty.openpty()
+
+        def controlling_terminal() -> None:
+            interruptible()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after start_new_session's setsid
+
+        self.process = subprocess.Popen(
+            [*COMMAND, *args],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            start_new_session=True,
+            preexec_fn=controlling_terminal,
+            env=environment(),
+        )
+        os.close(follower)
+        self.parts: list[str] = []
+        self.arrived = threading.Condition()
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                data = os.read(self.leader, 4096)
+            except OSError:
+                data = b""
+            with self.arrived:
+                self.parts.append(data.decode(errors="replace") if data else "\0")
+                self.arrived.notify_all()
+            if not data:
+                return
+
+    @property
+    def shown(self) -> str:
+        with self.arrived:
+            return "".join(self.parts).replace("\0", "")
+
+    def wait_for(self, text: str) -> None:
+        with self.arrived:
+            self.arrived.wait_for(
+                lambda: text in "".join(self.parts) or "\0" in self.parts, timeout=TIMEOUT
+            )
+        assert text in self.shown, self.shown
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.leader, keys)
+
+    def finish(self) -> tuple[int, str, list[str]]:
+        """Exit code, standard output, and the lines the terminal showed after the prompt."""
+        try:
+            stdout, _ = self.process.communicate(timeout=TIMEOUT)
+        finally:
+            self.process.kill()
+            self.process.wait()
+            self.reader.join(timeout=5)
+            os.close(self.leader)
+        return self.process.returncode, stdout.decode(), self.shown.splitlines()
+
+
+def last_lines(shown: list[str], prompt: str) -> list[str]:
+    """What the terminal showed from the prompt's line on, without blank lines."""
+    (at,) = [number for number, line in enumerate(shown) if prompt in line]
+    return [line.strip() for line in shown[at:] if line.strip()]
+
+
+def test_ctrl_d_at_the_refresh_token_prompt_is_one_line_and_exit_2(emu: Emulator) -> None:
+    terminal = OnATerminal(["--base-url", emu.base_url, "-r", "-"])
+    terminal.wait_for("refresh token: ")
+    terminal.type(b"\x04")  # Ctrl-D: end of input
+    code, stdout, shown = terminal.finish()
+    assert code == 2
+    assert stdout == ""
+    assert last_lines(shown, "refresh token:") == [
+        "refresh token:",
+        "get-token: no refresh token given (end of input at the prompt); nothing was sent",
+    ]
+    assert sum(emu.counts.values()) == 0
+
+
+def test_ctrl_c_at_the_refresh_token_prompt_is_one_line_and_exit_130(emu: Emulator) -> None:
+    terminal = OnATerminal(["--base-url", emu.base_url, "-r", "-"])
+    terminal.wait_for("refresh token: ")
+    time.sleep(0.2)  # into getpass's read (echo off) by now; anywhere at the prompt will do
+    terminal.process.send_signal(signal.SIGINT)
+    code, stdout, shown = terminal.finish()
+    assert code == 130
+    assert stdout == ""
+    assert last_lines(shown, "refresh token:") == ["refresh token:", "get-token: interrupted"]
+    assert sum(emu.counts.values()) == 0
+
+
+def test_ctrl_d_at_the_yes_no_question_aborts_in_one_line(emu: Emulator) -> None:
+    """SPEC: end of input aborts at the (y/N) question, an authorization failure (exit 1),
+    before any poll."""
+    terminal = OnATerminal(["--base-url", emu.base_url])
+    terminal.wait_for("(y/N): ")
+    terminal.type(b"\x04")
+    code, stdout, shown = terminal.finish()
+    assert code == 1
+    assert stdout == ""
+    assert last_lines(shown, "(y/N)")[1:] == [
+        "get-token: aborted (end of input: nobody answered y)"
+    ]
+    assert emu.counts["device_token"] == 0
+
+
+def test_ctrl_c_at_the_yes_no_question_is_one_line_and_exit_130(emu: Emulator) -> None:
+    terminal = OnATerminal(["--base-url", emu.base_url])
+    terminal.wait_for("(y/N): ")
+    terminal.type(b"\x03")  # Ctrl-C through the terminal: SIGINT to its foreground process
+    code, stdout, shown = terminal.finish()
+    assert code == 130
+    assert stdout == ""
+    assert last_lines(shown, "(y/N)")[1:] == ["get-token: interrupted"]
+    assert "Traceback" not in "\n".join(shown)

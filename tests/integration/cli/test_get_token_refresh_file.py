@@ -25,6 +25,7 @@ import pytest
 
 from cmsemu import Emulator
 from cmstoken.cli.get_token import command as get_token
+from support import run_approving
 
 pytestmark = pytest.mark.integration
 
@@ -93,24 +94,6 @@ def token_file(directory: Path, token: str, name: str = "refresh-token.txt") -> 
     path.write_text(token + "\n")
     path.chmod(0o600)
     return path
-
-
-def run_documented(line: str, directory: Path, base_url: str) -> subprocess.CompletedProcess[str]:
-    """A documented command line as a user pastes it (its comment dropped), in bash with
-    pipefail, from ``directory``, with the venv's console script and ``SERVICE_BASE_URL``."""
-    script = ROOT / ".venv" / "bin" / "get-token"
-    if not script.exists():
-        pytest.skip("the venv's console script is not installed")
-    command = line.split(" #", 1)[0].strip().replace(".venv/bin/get-token", str(script), 1)
-    return subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        env=environment(SERVICE_BASE_URL=base_url),
-        timeout=TIMEOUT,
-        check=False,
-    )
 
 
 def assert_no_reuse(emu: Emulator) -> None:
@@ -193,49 +176,6 @@ def test_a_lost_answer_without_a_reuse_interval_leaves_the_file_and_says_so(
     assert leftovers(tmp_path) == []
 
 
-@pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq on PATH")
-def test_the_readme_renewal_line_run_twice(emu: Emulator, tmp_path: Path) -> None:
-    """The documented renewal line, as written (the venv's console script), run twice."""
-    from support import section
-
-    text = section("`get-token`: a token on your own machine")
-    lines = [line for line in text.splitlines() if "--refresh-file" in line]
-    command = next(line for line in lines if line.startswith(".venv/bin/get-token"))
-    assert "refresh-token.txt" in command.split(" #", 1)[0]
-    path = token_file(tmp_path, emu.issue_tokens()["refresh_token"])
-    for _ in range(2):
-        result = run_documented(command, tmp_path, emu.base_url)
-        assert result.returncode == 0, result.stderr
-        assert emu.service_token_valid(result.stdout.strip())
-        assert emu.refresh_token_valid(path.read_text().strip())
-    assert emu.counts["refresh"] == 2
-    assert_no_reuse(emu)
-
-
-@pytest.mark.parametrize("how", ["-r -", "CMS_REFRESH_TOKEN="])
-def test_the_documented_stdin_and_environment_lines_renew_as_written(
-    emu: Emulator, tmp_path: Path, how: str
-) -> None:
-    """The page's lines that pass the token without exposing it, as written (the venv's
-    console script, the token file in the working directory): a service token and a new
-    refresh token on stdout, the presented one spent, nothing secret on stderr."""
-    from support import section
-
-    text = section("`get-token`: a token on your own machine")
-    (command,) = (line for line in text.splitlines() if how in line and "get-token" in line)
-    presented = emu.issue_tokens()["refresh_token"]
-    token_file(tmp_path, presented)
-    result = run_documented(command, tmp_path, emu.base_url)
-    assert result.returncode == 0, result.stderr
-    document = json.loads(result.stdout)
-    assert emu.service_token_valid(document["access_token"])
-    assert emu.refresh_token_valid(document["refresh_token"])
-    assert not emu.refresh_token_valid(presented)
-    for secret in (presented, document["refresh_token"], document["access_token"]):
-        assert secret not in result.stderr
-    assert emu.counts["refresh"] == 1
-
-
 def test_concurrent_renewals_of_one_file_take_turns(emu: Emulator, tmp_path: Path) -> None:
     """A second run started while the first waits for its answer reads the file only once the
     first has saved the new token: it never presents the spent one."""
@@ -299,13 +239,28 @@ def test_a_read_only_directory_spends_nothing(emu: Emulator, tmp_path: Path) -> 
     outcome.assert_no_secret_on_stderr(old)
 
 
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [("", "empty"), ("  \n\n", "empty"), ("v1.one v1.two\n", "only the refresh token")],
-)
-def test_a_file_without_one_token_is_a_usage_error(
-    emu: Emulator, tmp_path: Path, content: str, problem: str
+def test_a_login_into_a_read_only_directory_is_refused_before_it_starts(
+    emu: Emulator, tmp_path: Path
 ) -> None:
+    directory = tmp_path / "locked"
+    directory.mkdir()
+    prefix = without_root_override()
+    directory.chmod(0o500)
+    try:
+        outcome = renew(emu, directory / "refresh-token.txt", prefix=prefix)
+    finally:
+        directory.chmod(0o700)
+    assert outcome.returncode == 2, outcome.stderr
+    assert "nothing was sent" in outcome.stderr
+    assert sum(emu.counts.values()) == 0
+    assert os.listdir(directory) == []
+
+
+@pytest.mark.parametrize("content", ["v1.one v1.two\n", "v1.one\nv1.two\n", "\x00\x01 binary\n"])
+def test_a_file_without_one_token_is_a_usage_error(
+    emu: Emulator, tmp_path: Path, content: str
+) -> None:
+    """Not one token, and not empty either: neither renewed nor replaced by a login."""
     path = tmp_path / "refresh-token.txt"
     path.write_text(content)
     outcome = renew(emu, path)
@@ -313,21 +268,93 @@ def test_a_file_without_one_token_is_a_usage_error(
     assert outcome.stdout == ""
     assert "usage: get-token" in outcome.stderr
     assert "--refresh-file" in outcome.stderr
-    assert problem in outcome.stderr
+    assert "only the refresh token" in outcome.stderr
     assert "v1.one" not in outcome.stderr
     assert sum(emu.counts.values()) == 0
     assert path.read_text() == content
     assert leftovers(tmp_path) == []
 
 
-def test_a_missing_file_is_a_usage_error_that_does_not_echo_the_path(
+def test_a_missing_folder_is_a_usage_error_that_does_not_echo_the_path(
     emu: Emulator, tmp_path: Path
 ) -> None:
-    outcome = renew(emu, tmp_path / TOKEN_LIKE_NAME)
+    outcome = renew(emu, tmp_path / TOKEN_LIKE_NAME / "refresh-token.txt")
     assert outcome.returncode == 2
-    assert "does not exist" in outcome.stderr
+    assert "its directory does not exist" in outcome.stderr
     assert "RefreshTokenPasted" not in outcome.stderr
     assert sum(emu.counts.values()) == 0
+
+
+# --- a file without a token yet: the login creates it -------------------------------------------
+
+
+def log_in(emu: Emulator, path: Path, *, answer: str = "y\n") -> Outcome:
+    """``get-token --refresh-file PATH`` with a person approving the login and answering."""
+    ran = run_approving(
+        [*COMMAND, "--base-url", emu.base_url, "--refresh-file", str(path)],
+        emu.approve,
+        env=environment(),
+        answer=answer,
+        timeout=TIMEOUT,
+    )
+    return Outcome(ran.returncode, ran.stdout, ran.stderr)
+
+
+@pytest.mark.parametrize("content", [None, "", " \n\n"])
+def test_a_login_creates_the_file_then_renews_it(
+    emu: Emulator, tmp_path: Path, content: str | None
+) -> None:
+    """A path that does not exist yet, or an empty file: the login writes the refresh token
+    there (mode 0600 whatever the umask) before printing; the same command then renews it."""
+    emu.config.poll_interval = 1
+    path = tmp_path / "refresh-token.txt"
+    if content is not None:
+        path.write_text(content)
+        path.chmod(0o644)
+    outcome = log_in(emu, path)
+    document, kept = saved(emu, path, outcome)
+    assert emu.counts["device_token"] >= 1
+    assert "now holds the login's refresh token" in outcome.stderr
+    outcome.assert_no_secret_on_stderr(kept, document["access_token"])
+    assert leftovers(tmp_path) == []
+    again = renew(emu, path)
+    _, renewed = saved(emu, path, again)
+    assert renewed != kept
+    assert not emu.refresh_token_valid(kept)
+    assert emu.counts["device_code"] == 1
+    assert_no_reuse(emu)
+
+
+def test_an_aborted_login_creates_no_file(emu: Emulator, tmp_path: Path) -> None:
+    path = tmp_path / "refresh-token.txt"
+    outcome = log_in(emu, path, answer="n\n")
+    assert outcome.returncode == 1
+    assert "aborted" in outcome.stderr
+    assert not path.exists()
+    assert leftovers(tmp_path) == []
+    assert emu.counts["device_token"] == 0
+
+
+def test_a_void_token_in_the_file_says_to_delete_it_and_log_in(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    """A login never replaces a file that holds a token: when the provider refuses the
+    file's token, the one line says what to do, and the file is left as it was."""
+    old = emu.issue_tokens()["refresh_token"]
+    emu.revoke_family(old)
+    path = token_file(tmp_path, old)
+    outcome = renew(emu, path)
+    assert outcome.returncode == 1
+    assert outcome.stdout == ""
+    (line,) = outcome.stderr.strip().splitlines()[-1:]
+    assert "invalid_grant" in line
+    assert line.endswith(
+        "the refresh token in the file is void: delete the file, then run the same command "
+        "to log in again (a login never replaces a file that holds a token)"
+    )
+    assert path.read_text() == old + "\n"
+    assert emu.counts["device_code"] == 0
+    outcome.assert_no_secret_on_stderr(old)
 
 
 def test_a_directory_is_not_a_refresh_file(emu: Emulator, tmp_path: Path) -> None:

@@ -202,6 +202,7 @@ def test_the_help_lists_it_among_the_commands_with_the_exit_statuses(
         "status",
         "rotate",
         "rotate-link-key",
+        "logs",
         "check-consumer",
     ]
     assert dict(listed)["rotate-link-key"].startswith("replace the key that signs")
@@ -518,6 +519,8 @@ def shown_commands(text: str) -> list[list[str]]:
     lines = re.findall(r"(?<!`)`((?:\.venv/bin/)?cmstoken-admin [^`\n]+)`(?!`)", text)
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         lines += [line for line in block.splitlines() if "cmstoken-admin " in line]
+    # The command only: what a pipe (`\|` in a table cell) feeds it to is not its own.
+    lines = [re.split(r" \\?\| ", line, maxsplit=1)[0] for line in lines]
     return [shlex.split(re.sub(r"[][]", "", line), comments=True) for line in lines]
 
 
@@ -555,6 +558,7 @@ def test_every_command_operate_md_shows_is_one_cmstoken_admin_takes(
         "bootstrap",
         "status",
         "rotate",
+        "logs",
         "rotate-link-key",
         "check-consumer",
     }
@@ -573,10 +577,31 @@ def test_every_command_operate_md_shows_is_one_cmstoken_admin_takes(
         parse_args(["--stack", "NAME", "rotate-link-keys"])
 
 
+def test_every_command_a_document_shows_is_one_cmstoken_admin_takes() -> None:
+    """Every document (the README, docs/*.md) and the alarms' descriptions in template.yaml
+    (which name the stack ${AWS::StackName}), with the single form `cmstoken-admin`."""
+    from support import DOCUMENTS
+    from template_model import source
+
+    texts = [document.read_text() for document in DOCUMENTS]
+    for resource in source()["Resources"].values():
+        text = resource.get("Properties", {}).get("AlarmDescription")
+        if isinstance(text, dict):
+            texts.append(" ".join(str(text["Fn::Sub"]).split()).replace("${AWS::StackName}", "S"))
+    shown = [words for text in texts for words in shown_commands(text)]
+    assert len(shown) >= 40
+    assert all(words[0] == "cmstoken-admin" for words in shown)
+    every = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    named = {words[1] for words in shown if len(words) == 2} - {"--help"}  # `... bootstrap`
+    assert named <= set(every.choices)
+    run = {taken(words) for words in shown if len(words) > 2}  # whole command lines
+    assert {"bootstrap", "status", "rotate", "logs"} <= run
+
+
 def test_operate_md_has_a_row_and_a_section_for_it() -> None:
     text = OPERATE.read_text()
     rows = re.findall(r"^\| `cmstoken-admin --stack NAME ([a-z-]+)[^`]*` \|", text, re.M)
-    assert rows == ["bootstrap", "status", "rotate", "rotate-link-key"]
+    assert rows == ["bootstrap", "status", "rotate", "logs", "rotate-link-key"]
     section = text.split("## Rotate the links' signing key\n", 1)[1].split("\n## ", 1)[0]
     assert "cmstoken-admin --stack NAME rotate-link-key" in section
     assert "exits 2" in section

@@ -862,3 +862,124 @@ def test_a_file_of_another_user_in_a_sticky_directory_is_refused_before_sending(
     with pytest.raises(get_token_refresh_file.RefreshFileError, match="belongs to another user"):
         get_token_refresh_file.RefreshFile.open(str(path), stderr=io.StringIO())
     assert sorted(os.listdir(directory)) == ["refresh-token.txt"]
+
+
+# -- issue 30: the login creates the refresh file, and never replaces one that holds a token ----
+
+
+@pytest.mark.parametrize("before", [None, ""])
+def test_a_login_never_replaces_a_file_written_meanwhile(
+    tmp_path: Path, before: str | None
+) -> None:
+    """The file did not exist (or was empty) when the login started; something else wrote a
+    token there before the login's answer: it is kept, and the save fails (the caller then
+    prints the new token as its only copy)."""
+    path = tmp_path / "refresh-token.txt"
+    if before is not None:
+        path.write_text(before)
+    store = get_token_refresh_file.RefreshFile.open(str(path), stderr=io.StringIO())
+    assert store.login
+    path.write_text("v1.written-meanwhile\n")
+    with pytest.raises(get_token_refresh_file.RefreshFileError, match="was not replaced"):
+        store.save("v1.from-the-login")
+    assert path.read_text() == "v1.written-meanwhile\n"
+    assert sorted(os.listdir(tmp_path)) == ["refresh-token.txt"]
+
+
+def test_a_login_creates_the_file_with_mode_0600_whatever_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / "refresh-token.txt"
+    previous = os.umask(0o022)
+    try:
+        store = get_token_refresh_file.RefreshFile.open(str(path), stderr=io.StringIO())
+        store.save("v1.from-the-login")
+    finally:
+        os.umask(previous)
+    assert path.read_text() == "v1.from-the-login\n"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(tmp_path)) == ["refresh-token.txt"]
+
+
+def test_a_login_that_cannot_save_prints_its_only_copy(tmp_path: Path) -> None:
+    """The login's refresh token when the file cannot be written: on stderr, loudly, with
+    words that fit a login (no spent token in the file), and exit 1 with nothing printed."""
+    client, transport, clock = service([])
+    transport.script = device_script(clock)
+    path = tmp_path / "refresh-token.txt"
+    store = get_token_refresh_file.RefreshFile.open(str(path), stderr=io.StringIO())
+    path.write_text("v1.written-meanwhile\n")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = run(
+        options(refresh_file=str(path)),
+        client,
+        stdin=io.StringIO("y\n"),
+        stdout=stdout,
+        stderr=stderr,
+        refresh_file=store,
+    )
+    assert code == 1
+    assert stdout.getvalue() == ""
+    err = stderr.getvalue()
+    assert "ONLY copy" in err
+    assert "The login's refresh token is nowhere else" in err
+    assert "spent" not in err
+    assert TOKENS_DOCUMENT["refresh_token"] in err
+    assert path.read_text() == "v1.written-meanwhile\n"
+
+
+# -- issue 30: what the help and docs/get-token.md say of the retries is what the code does ----
+
+
+@pytest.mark.parametrize(
+    ("status", "sent_again"),
+    [
+        *[(status, True) for status in (429, 500, 501, 503)],
+        *[(status, False) for status in (502, 504, 400, 401, 403, 404)],
+    ],
+)
+def test_the_retry_story_is_what_the_retries_do(status: int, sent_again: bool) -> None:
+    """RETRY_STORY: 429, and a 5xx other than a gateway's 502 or 504, from the provider or the
+    service, are sent again; nothing else is (by the retries: a refresh's lost answer is the
+    flows' business)."""
+    from cmstoken.upstream.responses import oauth_error, service_error
+
+    answer = response(status, {"error": "some_error", "error_description": "d"})
+    for error in (
+        oauth_error(answer, endpoint="refresh", now=0.0),
+        service_error(answer, endpoint="provider", now=0.0),
+    ):
+        assert get_token_retries.refused_for_now(error) is sent_again
+    story = get_token_retries.RETRY_STORY
+    assert f"up to {get_token_retries.RETRIES.attempts:.0f} attempts" in story
+    assert f"at most {get_token_retries.RETRY_BUDGET_SECONDS:.0f} s of waiting" in story
+    assert f"honoured, up to {get_token_retries.RETRIES.max_retry_after:.0f} s" in story
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        response(502, {"error": {"status": 502, "message": "Bad Gateway"}}),
+        UpstreamTimeoutError("exchange: no answer in time", endpoint="exchange"),
+        UpstreamConnectionError("exchange: cannot reach", endpoint="exchange"),
+    ],
+)
+def test_the_exchange_is_also_sent_again_after_a_gateway_error_a_timeout_or_no_connection(
+    failure: Answer,
+) -> None:
+    clock = FakeClock()
+    service_token = service_token_document(clock)
+    code, transport, _, _ = refresh_run(
+        [
+            response(200, PROVIDER_DOCUMENT),
+            response(200, TOKENS_DOCUMENT),
+            failure,
+            response(200, service_token),
+        ]
+    )
+    assert code == 0
+    assert [sent.endpoint for sent in transport.sent].count("exchange") == 2
+
+
+def test_the_help_names_no_placeholder() -> None:
+    text = get_token_parser.build_parser().format_help()
+    assert "{base_url}" not in text
+    assert "https://api.example.com" in text

@@ -4,23 +4,26 @@
     cmstoken-admin --stack NAME status [--json]
     cmstoken-admin --stack NAME rotate
     cmstoken-admin --stack NAME rotate-link-key
+    cmstoken-admin --stack NAME logs [--function rotator|bootstrap|links] [--since 1h]
     cmstoken-admin check-consumer --secret-arn ARN --refresh-credential-arn ARN
         [--replica-regions R1,R2] [--bus-arn ARN [--send-refresh-request]]
 
 It finds the functions from the stack's outputs and invokes them (``rotate-link-key`` writes
-the secret an output names instead: ``link_key``). The invocation goes through the
-small ``Invoker`` interface (``invokers``), so that tests and the local demo run this same
-code against the handlers in-process (``LocalInvoker``). This module is the command line and
-``rotate``; the package's docstring lists the other parts. ``check-consumer`` runs in a consumer
-account, on ARNs, with no stack of its own (``consumer_command``).
+the secret an output names instead: ``link_key``; ``logs`` reads a function's log group). The
+invocation goes through the small ``Invoker`` interface (``invokers``), so that tests and the
+local demo run this same code against the handlers in-process (``LocalInvoker``). This module is
+the command line and ``rotate``; the package's docstring lists the other parts.
+``check-consumer`` runs in a consumer account, on ARNs, with no stack of its own
+(``consumer_command``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import traceback
-from typing import TextIO
+from typing import Any, TextIO
 
 from cmstoken import __version__
 from cmstoken.cli.admin.bootstrap import bootstrap
@@ -33,6 +36,7 @@ from cmstoken.cli.admin.consumer_command import (
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import Invoker, LambdaInvoker
 from cmstoken.cli.admin.link_key import LINK_KEY_OUTPUT, ONE_CLICK_PARAMETER, rotate_link_key
+from cmstoken.cli.admin.logs import LOGS, add_logs, print_logs
 from cmstoken.cli.admin.stack import StackFunctions, locate, open_session
 from cmstoken.cli.admin.status import StatusSources, status
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, say, shown
@@ -43,7 +47,30 @@ EXIT_STATUS_HELP = (
     "interrupted. An AWS error ends in one line naming the action, the resource, the account "
     "and region, and what to do."
 )
+# Each a valid command line (a test parses every one): the top-level help's examples.
+EXAMPLES = (
+    ("authorize the stack (open the address it prints, approve)", "--stack cmstoken bootstrap"),
+    ("is it healthy? (exit 0 healthy, 1 needs attention)", "--stack cmstoken status"),
+    (
+        "with a named AWS profile and region",
+        "--profile ops --region eu-west-1 --stack cmstoken status --json",
+    ),
+    ("rotate now", "--stack cmstoken rotate"),
+    ("the rotator's log of the last hour", "--stack cmstoken logs"),
+    (
+        "the bootstrap's log of the last day",
+        "--stack cmstoken logs --function bootstrap --since 1d",
+    ),
+    ("void every re-authorization link sent", "--stack cmstoken rotate-link-key"),
+)
 type Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _examples() -> str:
+    lines = ["examples:"]
+    for what, words in EXAMPLES:
+        lines += [f"  # {what}", f"  cmstoken-admin {words}"]
+    return "\n".join(lines)
 
 
 def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
@@ -59,9 +86,9 @@ def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line; argparse exits 2 on a usage error. ``--stack``, ``--region`` and
-    ``--debug`` are accepted before or after the command, as the AWS CLI accepts its global
-    options."""
+    """The command line; argparse exits 2 on a usage error. ``--stack``, ``--region``,
+    ``--profile`` and ``--debug`` are accepted before or after the command, as the AWS CLI
+    accepts its global options."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == CHECK_CONSUMER:
@@ -72,6 +99,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     elif not getattr(args, "stack", "").strip():
         parser.error("the following arguments are required: --stack")
     args.region = getattr(args, "region", None)
+    args.profile = getattr(args, "profile", None)
     args.debug = getattr(args, "debug", False)
     return args
 
@@ -79,15 +107,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the command and of each of its commands."""
     common = _global_options()
+    prose = textwrap.TextWrapper(width=88)
     parser = argparse.ArgumentParser(
         prog="cmstoken-admin",
         parents=[common],
-        description="Operate a deployed Cluster Management Service token stack: authorize it "
-        "(bootstrap), check its health (status), rotate now (rotate), void every "
-        "re-authorization link sent so far (rotate-link-key); from a consumer account, check "
-        "what it can do with the stack's secrets (check-consumer).",
-        epilog="Uses your AWS credentials, region and endpoints as the AWS CLI does "
-        "(AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...). " + EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=prose.fill(
+            "Operate a deployed Cluster Management Service token stack: authorize it "
+            "(bootstrap), check its health (status), rotate now (rotate), read a function's "
+            "log (logs), void every re-authorization link sent so far (rotate-link-key); from "
+            "a consumer account, check what it can do with the stack's secrets "
+            "(check-consumer)."
+        ),
+        epilog=_examples()
+        + "\n\n"
+        + prose.fill(
+            "Uses your AWS credentials, region and endpoints as the AWS CLI does (--profile or "
+            "AWS_PROFILE, --region or AWS_REGION, AWS_ENDPOINT_URL, ...). " + EXIT_STATUS_HELP
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -97,13 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         "rotate", parents=[common], help="force a rotation now", epilog=EXIT_STATUS_HELP
     )
     _add_rotate_link_key(commands, common)
+    add_logs(commands, common, EXIT_STATUS_HELP)
     add_check_consumer(commands, EXIT_STATUS_HELP)
     return parser
 
 
 def _global_options() -> argparse.ArgumentParser:
-    """``--stack``, ``--region`` and ``--debug``, for the command and each of its commands
-    (suppressed defaults: given on either side, they are kept)."""
+    """``--stack``, ``--region``, ``--profile`` and ``--debug``, for the command and each of
+    its commands (suppressed defaults: given on either side, they are kept)."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("stack")
     where.add_argument(
@@ -115,6 +153,12 @@ def _global_options() -> argparse.ArgumentParser:
         "--region",
         default=argparse.SUPPRESS,
         help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, or your AWS profile's)",
+    )
+    where.add_argument(
+        "--profile",
+        default=argparse.SUPPRESS,
+        help="the AWS profile whose credentials and region to use (default: AWS_PROFILE, or "
+        "the default profile)",
     )
     where.add_argument(
         "--debug",
@@ -251,8 +295,8 @@ def _against_aws(args: argparse.Namespace) -> int:
 
     if args.command == CHECK_CONSUMER:  # its clients are in the regions its ARNs name
         check = consumer_check(args)
-        return check_consumer(check, open_session(check.region))
-    session = open_session(args.region)
+        return check_consumer(check, _session(check.region, args.profile))
+    session = _session(args.region, args.profile)
     # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
     # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.
     reads = Config(
@@ -262,6 +306,11 @@ def _against_aws(args: argparse.Namespace) -> int:
         connect_timeout=10, read_timeout=910, retries={"mode": "standard", "total_max_attempts": 1}
     )
     stack = locate(args.stack, session.client("cloudformation", config=reads), session=session)
+    if args.command == LOGS:
+        logs = session.client("logs", config=reads)
+        return print_logs(
+            stack, logs, function=args.function, since=args.since, out=sys.stdout, err=sys.stderr
+        )
     if args.command == "rotate-link-key":
         # PutSecretValue may be retried: boto3 gives it one ClientRequestToken for all tries.
         secretsmanager = session.client("secretsmanager", config=reads)
@@ -273,6 +322,12 @@ def _against_aws(args: argparse.Namespace) -> int:
         stack, session.client("cloudwatch", config=reads), session.client("scheduler", config=reads)
     )
     return run(args, invoker, stack.functions, sys.stdout, sources=sources)
+
+
+def _session(region: str | None, profile: str | None) -> Any:
+    """``open_session`` for ``region``, with ``profile`` when one was given (a one-argument
+    ``open_session``, as tests put in its place, is called as it was before ``--profile``)."""
+    return open_session(region, profile) if profile else open_session(region)
 
 
 def _fail(args: argparse.Namespace, message: str) -> None:

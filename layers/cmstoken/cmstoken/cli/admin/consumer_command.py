@@ -45,6 +45,12 @@ def add_check_consumer(commands: Commands, epilog: str) -> None:
     """The ``check-consumer`` command's parser (no ``--stack``: it runs on ARNs)."""
     local = argparse.ArgumentParser(add_help=False)  # no --region: the ARNs name theirs
     local.add_argument(
+        "--profile",
+        default=argparse.SUPPRESS,
+        help="the AWS profile whose credentials to use (default: AWS_PROFILE, or the default "
+        "profile)",
+    )
+    local.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS,

@@ -136,7 +136,9 @@ def _botocore_error(exc: Any, call: Call) -> AdminError:
 
     if isinstance(exc, e.NoRegionError):
         return AdminError(NO_REGION, exit_status=EXIT_USAGE)
-    if isinstance(exc, e.InvalidRegionError | e.ProfileNotFound):
+    if isinstance(exc, e.ProfileNotFound):
+        return AdminError(unknown_profile(exc), exit_status=EXIT_USAGE)
+    if isinstance(exc, e.InvalidRegionError):
         return AdminError(
             f"{exc}: check --region, AWS_REGION and AWS_PROFILE", exit_status=EXIT_USAGE
         )
@@ -160,6 +162,14 @@ def _botocore_error(exc: Any, call: Call) -> AdminError:
         )
     if isinstance(exc, e.ConnectionError):
         endpoint = getattr(exc, "kwargs", {}).get("endpoint_url", "the endpoint")
+        variable = endpoint_variable(str(endpoint), call.action)
+        if variable is not None:
+            return AdminError(
+                f"{call.action} on {call.resource}: cannot reach {endpoint} ({call.where}), the "
+                f"address {variable} sets: check {variable} (unset it to reach AWS itself) and "
+                "that something answers there",
+                short=f"cannot reach {endpoint} ({variable})",
+            )
         return AdminError(
             f"{call.action} on {call.resource}: cannot reach {endpoint} ({call.where})"
             f"{_unknown_region(call.where.region)}: check --region, and your network or proxy",
@@ -172,6 +182,36 @@ def _botocore_error(exc: Any, call: Call) -> AdminError:
             short=f"{call.action}: no answer",
         )
     return AdminError(f"{call.action} on {call.resource} failed ({call.where}): {exc}")
+
+
+def unknown_profile(exc: Exception) -> str:
+    """One line for a profile that is in no AWS configuration file."""
+    name = getattr(exc, "kwargs", {}).get("profile") or os.environ.get("AWS_PROFILE") or "?"
+    return (
+        f"the AWS profile {shown(str(name))!r} is not in your AWS configuration: check --profile "
+        "and AWS_PROFILE (aws configure list-profiles lists the profiles)"
+    )
+
+
+def endpoint_variable(endpoint: str, action: str) -> str | None:
+    """The environment variable that pointed the AWS call ``action`` (``lambda:Invoke``...) at
+    ``endpoint``: the service's ``AWS_ENDPOINT_URL_<SERVICE>`` when set, else
+    ``AWS_ENDPOINT_URL``, as botocore picks them; ``None`` when neither did."""
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
+        return None
+    names = ["AWS_ENDPOINT_URL"]
+    try:
+        import botocore.session
+
+        model = botocore.session.get_session().get_service_model(action.partition(":")[0])
+        names.insert(0, "AWS_ENDPOINT_URL_" + model.service_id.upper().replace(" ", "_"))
+    except Exception:  # noqa: BLE001, S110 - an unknown service: the global variable only
+        pass
+    for name in names:
+        value = os.environ.get(name, "").strip().rstrip("/")
+        if value:  # the one botocore used
+            return name if endpoint.rstrip("/").startswith(value) else None
+    return None
 
 
 def _unknown_region(region: str | None) -> str:

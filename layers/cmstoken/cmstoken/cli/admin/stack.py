@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmstoken.cli.admin.errors import NO_REGION, AdminError, Call, Where, explain
+from cmstoken.cli.admin.errors import NO_REGION, AdminError, Call, Where, explain, unknown_profile
 from cmstoken.cli.console import EXIT_USAGE
 
 BOOTSTRAP_OUTPUT = "BootstrapFunctionName"
@@ -70,20 +70,26 @@ class DeployedStack:
             return default
 
 
-def open_session(region: str | None) -> Any:
-    """A boto3 session with a region, as the AWS CLI picks it (``--region``, ``AWS_REGION``,
-    ``AWS_DEFAULT_REGION``, the profile's); ``AdminError`` (exit 2) without a usable one."""
+def open_session(region: str | None, profile: str | None = None) -> Any:
+    """A boto3 session with a profile and a region, as the AWS CLI picks them (``--profile``,
+    else ``AWS_PROFILE``; ``--region``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's);
+    ``AdminError`` (exit 2) for an unknown profile or without a usable region."""
     import boto3
     from botocore import exceptions as e
     from botocore.utils import validate_region_name
 
     try:
         # boto3 reads AWS_DEFAULT_REGION but not AWS_REGION, which the AWS CLI honours.
-        session = boto3.Session(region_name=region or os.environ.get("AWS_REGION") or None)
+        session = boto3.Session(
+            profile_name=profile or None,
+            region_name=region or os.environ.get("AWS_REGION") or None,
+        )
         if not session.region_name:
             raise AdminError(NO_REGION, exit_status=EXIT_USAGE)
         validate_region_name(session.region_name)
-    except (e.InvalidRegionError, e.ProfileNotFound) as exc:
+    except e.ProfileNotFound as exc:
+        raise AdminError(unknown_profile(exc), exit_status=EXIT_USAGE) from exc
+    except e.InvalidRegionError as exc:
         raise AdminError(
             f"{exc}: check --region, AWS_REGION and AWS_PROFILE", exit_status=EXIT_USAGE
         ) from exc

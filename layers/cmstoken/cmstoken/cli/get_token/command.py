@@ -29,12 +29,18 @@ from cmstoken.cli.console import (
 from cmstoken.cli.get_token.flows import exchange, run_device_flow, run_refresh
 from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION, Options
 from cmstoken.cli.get_token.output import Result, render
-from cmstoken.cli.get_token.parser import build_parser, parse_args
+from cmstoken.cli.get_token.parser import EndOfInput, build_parser, parse_args
 from cmstoken.cli.get_token.refresh_file import RefreshFile, RefreshFileError, reason
 from cmstoken.cli.get_token.retries import Retries
 from cmstoken.core.clock import Clock, SystemClock
-from cmstoken.core.errors import CmsTokenError, UpstreamError
+from cmstoken.core.errors import CmsTokenError, InvalidGrantError, UpstreamError
 from cmstoken.upstream.service import ServiceClient
+
+NO_TOKEN_GIVEN = "no refresh token given (end of input at the prompt); nothing was sent"  # noqa: S105
+VOID_FILE = (
+    "the refresh token in the file is void: delete the file, then run the same command to "
+    "log in again (a login never replaces a file that holds a token)"
+)
 
 
 def run(
@@ -46,14 +52,19 @@ def run(
     stderr: TextIO,
     refresh_file: RefreshFile | None = None,
 ) -> int:
-    """Obtain the tokens, keep the new refresh token in ``refresh_file`` (when given), exchange,
-    print; returns the exit code. ``CmsTokenError`` and ``KeyboardInterrupt`` before the tokens
-    exist propagate to the caller."""
+    """Obtain the tokens, keep the new refresh token in ``refresh_file`` (when given: renewed,
+    or created by the login when it held no token), exchange, print; returns the exit code.
+    ``CmsTokenError`` and ``KeyboardInterrupt`` before the tokens exist propagate to the
+    caller."""
     retries = Retries(service.clock, stderr)
     if options.refresh_token is None:
         result = run_device_flow(
             service, free_trial=options.free_trial, stdin=stdin, stderr=stderr, retries=retries
         )
+        if refresh_file is not None and not _kept(
+            result.tokens.refresh_token, refresh_file, stderr
+        ):
+            return EXIT_FAILURE
     else:
         result = run_refresh(
             service,
@@ -85,16 +96,24 @@ def _kept(token: str, refresh_file: RefreshFile | None, stderr: TextIO) -> bool:
             "output for the next run.",
         )
         return True
+    login = refresh_file.login
     try:
         refresh_file.save(token)
     except (OSError, RefreshFileError) as exc:
-        say(stderr, _unsaved(exc, token))
+        say(stderr, _unsaved(exc, token, login=login))
         return False
-    say(
-        stderr,
-        f"The refresh token in the file is spent; the file ({REFRESH_FILE_OPTION}) now "
-        "holds the new one, for the next run.",
-    )
+    if login:
+        say(
+            stderr,
+            f"The refresh file ({REFRESH_FILE_OPTION}) now holds the login's refresh token "
+            "(mode 0600): run the same command to renew it.",
+        )
+    else:
+        say(
+            stderr,
+            f"The refresh token in the file is spent; the file ({REFRESH_FILE_OPTION}) now "
+            "holds the new one, for the next run.",
+        )
     return True
 
 
@@ -115,27 +134,47 @@ def _exchange_failed(error: BaseException, *, in_file: bool) -> str:
     return f"{PROG}: {why}\n{PROG}: the exchange failed; {again}"
 
 
-def _unsaved(error: BaseException, token: str) -> str:
+def _unsaved(error: BaseException, token: str, *, login: bool = False) -> str:
     """The loud paragraph, and the token, when the new refresh token could not be written to
     the refresh file: standard error is then where its only copy goes."""
     token_shown = token if token.isprintable() else json.dumps(token)
+    if login:
+        why = "The login's refresh token is nowhere else."
+        where = "for example in a new file of mode 0600"
+    else:
+        why = (
+            "The identity provider has already rotated it: the token still in the file is "
+            "spent, and presenting it again would revoke the new one too."
+        )
+        where = "for example in place of the file's content"
     return (
         f"\n{PROG}: WARNING: THE NEW REFRESH TOKEN COULD NOT BE SAVED to the refresh file "
-        f"({REFRESH_FILE_OPTION}): {reason(error)}. The identity provider has already "
-        "rotated it: the token still in the file is spent, and presenting it again would "
-        "revoke the new one too. The line below is the ONLY copy of the new refresh token: "
-        "save it now (for example in place of the file's content) and renew with it next "
-        f"time; without it you must log in again. Nothing was printed on standard output.\n\n"
+        f"({REFRESH_FILE_OPTION}): {reason(error)}. {why} The line below is the ONLY copy of "
+        f"the new refresh token: save it now ({where}) and renew with it next time; without "
+        f"it you must log in again. Nothing was printed on standard output.\n\n"
         f"{token_shown}\n"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``get-token`` console script; returns the exit code (0, 1, 2 or 130)."""
+    """The ``get-token`` console script; returns the exit code (0, 1, 2 or 130). Ctrl-C
+    anywhere (a prompt, a wait) and end of input at the ``refresh token:`` prompt end in one
+    line on standard error, never a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        say(sys.stderr, f"\n{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         options = parse_args(argv, os.environ, sys.stdin)
     except SystemExit as exc:  # argparse: -h (0) or a usage error (2)
         return _exit_code(exc)
+    except EndOfInput:
+        say(sys.stderr, f"\n{PROG}: {NO_TOKEN_GIVEN}")
+        return EXIT_USAGE
     refresh_file: RefreshFile | None = None
     try:
         if options.refresh_file is not None:
@@ -148,11 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 except SystemExit as usage:
                     return _exit_code(usage)
-            options = dataclasses.replace(options, refresh_token=refresh_file.token)
+            # A file without a token yet: the login creates it (refresh_file.login).
+            options = dataclasses.replace(options, refresh_token=refresh_file.token or None)
         return _run_command(options, refresh_file)
-    except KeyboardInterrupt:
-        say(sys.stderr, f"\n{PROG}: interrupted")
-        return EXIT_INTERRUPTED
     finally:
         if refresh_file is not None:
             refresh_file.close()
@@ -171,7 +208,8 @@ def _run_command(options: Options, refresh_file: RefreshFile | None) -> int:
             refresh_file=refresh_file,
         )
     except CmsTokenError as exc:
-        say(sys.stderr, f"{PROG}: {shown(exc)}")
+        void = isinstance(exc, InvalidGrantError) and refresh_file is not None
+        say(sys.stderr, f"{PROG}: {shown(exc)}" + (f"; {VOID_FILE}" if void else ""))
         hint = _api_suffix_hint(options.base_url, exc)
         if hint:
             say(sys.stderr, f"{PROG}: {hint}")

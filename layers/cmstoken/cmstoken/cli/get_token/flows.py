@@ -8,7 +8,7 @@ from typing import TextIO
 
 from cmstoken.cli import countdown
 from cmstoken.cli.console import is_terminal, say, shown
-from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION
+from cmstoken.cli.get_token.options import PROG
 from cmstoken.cli.get_token.output import Result
 from cmstoken.cli.get_token.retries import Retries, refused_for_now
 from cmstoken.core.clock import to_iso
@@ -33,7 +33,7 @@ ANSWER_LOST = (
 REFRESH_LOST = (
     "refresh: the answer to the first refresh was lost after the identity provider may have "
     "rotated the token, and presenting it again was refused (invalid_grant): the refresh "
-    f"token is void; log in again ({PROG} without -r or {REFRESH_FILE_OPTION})"
+    f"token is void; log in again ({PROG} without -r)"
 )
 PROMPT = "Press y once you have approved the login in your browser (y/N): "
 YES = frozenset({"y", "yes"})
@@ -100,6 +100,8 @@ def _confirm(stdin: TextIO | None, stderr: TextIO) -> None:
     answer = stdin.readline() if stdin is not None else ""
     if not answer or not is_terminal(stdin):
         say(stderr, "")  # nobody pressed Enter on this line
+    if not answer:  # end of input (Ctrl-D, a closed pipe): SPEC's "end of input aborts"
+        raise AbortedError("aborted (end of input: nobody answered y)")
     if answer.strip().lower() not in YES:
         raise AbortedError("aborted")
 

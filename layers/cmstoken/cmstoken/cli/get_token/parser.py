@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
@@ -19,7 +20,7 @@ from cmstoken.cli.get_token.options import (
     REFRESH_FILE_OPTION,
     Options,
 )
-from cmstoken.cli.get_token.retries import RETRY_BUDGET_SECONDS
+from cmstoken.cli.get_token.retries import RETRY_STORY
 from cmstoken.cli.get_token.usage import RedactingParser
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.urls import validate_url
@@ -27,26 +28,29 @@ from cmstoken.core.urls import validate_url
 DESCRIPTION = """\
 Get a Cluster Management Service token. Without --refresh or --refresh-file: log in with
 the device authorization flow (open the printed address, approve the login, then press y).
-With --refresh: renew from a refresh token; with --refresh-file: renew the refresh token
-kept in a file, in place. Either way the raw access token is then exchanged for the service
-token, which is printed with the new refresh token.
+With --refresh: renew from a refresh token. With --refresh-file: renew the refresh token
+kept in a file, in place; a file that does not exist yet (or is empty) is created by a
+login. Either way the raw access token is then exchanged for the service token, which is
+printed with the new refresh token.
 """
 
 
 EPILOG = f"""\
 environment:
-  {ENV_BASE_URL}    the service's address ({{base_url}}), used when --base-url is not
-                      given; https, or http on 127.0.0.1, ::1 or localhost
+  {ENV_BASE_URL}    the service's address (https://api.example.com, not its /api),
+                      used when --base-url is not given; https, or http on 127.0.0.1,
+                      ::1 or localhost
   {ENV_REFRESH_TOKEN}   a refresh token to renew from when neither -r nor --refresh-file
                       is given (kept out of the process list and shell history, unlike
                       -r TOKEN); set but empty is a usage error
 
-renewing without exposing the refresh token:
-  get-token --refresh-file refresh-token.txt   (the file is renewed in place: run it again
-                                                 next time, as is)
+keeping the refresh token in a file (the same line every time):
+  get-token --refresh-file refresh-token.txt   (the first run logs in and creates the
+                                                 file; each later run renews it in place)
+
+renewing from a token you keep elsewhere (it is void afterwards: keep the new one):
   get-token -r - < file        or   printf %s "$token" | get-token -r -
   {ENV_REFRESH_TOKEN}=... get-token   (-r TOKEN works too, but shows in ps and history)
-  With -r and {ENV_REFRESH_TOKEN} the token given is void afterwards: keep the new one.
 
 --refresh-file PATH:
   PATH holds the refresh token on one line. Before anything is sent, get-token checks that
@@ -56,6 +60,10 @@ renewing without exposing the refresh token:
   file is written and flushed to disk, renamed over PATH, the directory flushed; mode 0600)
   before anything is printed, so the next run uses it. Runs on files in one directory take
   turns, so that two at once never present the same token.
+  A PATH that does not exist yet (in a directory that does) or an empty file holds no
+  token: get-token logs in, and the login creates the file the same way (mode 0600). A
+  login never replaces a file that holds a token: to log in again after the token was
+  refused, delete the file first.
   A symlink is followed: the file it points to is replaced and the link kept. Replacing the
   link with a file would leave its target holding the spent token, and whatever reads the
   target next would present it again: a reuse, which revokes every token of the login.
@@ -71,10 +79,8 @@ output (standard output only; everything else goes to standard error):
   is printed, so that it is not lost, and the exit code is 1.
 
 waits and retries:
-  Calls refused for a while (HTTP 429, honouring Retry-After or X-RateLimit-Reset, and 503
-  or 500) are sent again, waiting at most {RETRY_BUDGET_SECONDS:.0f} s in all; a longer wait hint
-  is not waited for, and a connection that cannot be made fails at once, naming why. A
-  slow answer is waited for (up to the call's time limit). Once a refresh's answer can no
+{textwrap.fill(RETRY_STORY, width=90, initial_indent="  ", subsequent_indent="  ")}
+  A slow answer is waited for (up to the call's time limit). Once a refresh's answer can no
   longer arrive (a dropped connection, a gateway's 502 or 504, no answer in time, a 2xx
   answer that cannot be read), the provider may have rotated the token: the same token is
   presented again at once, once. That recovers it if the provider never acted, or allows a
@@ -87,8 +93,8 @@ exit codes:
   1    upstream or authorization failure (denied, expired, unreachable, refused, aborted),
        or the new refresh token could not be saved to the --refresh-file (see above)
   2    usage error (bad option or value, missing or invalid base URL, an empty
-       {ENV_REFRESH_TOKEN}, a --refresh-file that is missing, empty or cannot be
-       replaced); no token was sent
+       {ENV_REFRESH_TOKEN}, no refresh token at the prompt, a --refresh-file that cannot be
+       read or replaced or holds something other than one token); no token was sent
   130  interrupted (Ctrl-C)
 """
 
@@ -136,14 +142,15 @@ def build_parser() -> RedactingParser:
         dest="refresh_file",
         help=(
             "renew the refresh token kept in the file PATH, in place: the new one is written "
-            "back atomically before anything is printed (see --refresh-file PATH below)"
+            "back atomically before anything is printed; a PATH without a token yet is "
+            "created by a login (see --refresh-file PATH below)"
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--base-url",
         metavar="URL",
-        help=f"the service's address ({{base_url}}); default: ${ENV_BASE_URL}",
+        help=f"the service's address, such as https://api.example.com; default: ${ENV_BASE_URL}",
     )
     return parser
 
@@ -211,10 +218,18 @@ def _refresh_token(
     return refresh_token
 
 
+class EndOfInput(Exception):  # noqa: N818 -- what happened, not an error of the program
+    """End of input (Ctrl-D) at the ``refresh token:`` prompt: a usage error, nothing sent."""
+
+
 def _read_secret(stdin: TextIO) -> str:
-    """One line from standard input, without echo when it is a terminal."""
+    """One line from standard input, without echo when it is a terminal (``EndOfInput`` when
+    the person there ends the input instead)."""
     if is_terminal(stdin):
         import getpass
 
-        return getpass.getpass("refresh token: ", stream=sys.stderr).strip()
+        try:
+            return getpass.getpass("refresh token: ", stream=sys.stderr).strip()
+        except EOFError:
+            raise EndOfInput from None
     return stdin.readline().strip()

@@ -1,5 +1,6 @@
 """``get-token --refresh-file``: the refresh token kept in a file, renewed in place, atomically,
-one run at a time per directory."""
+one run at a time per directory; a file that does not exist yet (or is empty) is created by the
+login instead, never replacing one that holds a token."""
 
 from __future__ import annotations
 
@@ -31,10 +32,15 @@ class RefreshFile:
     ``save`` writes and renames over the file: a place where that file cannot be created fails
     before anything is sent. ``close`` removes the temporary file if unused and releases the
     lock.
+
+    A path that does not exist yet, or an empty file, holds no token (``token`` is empty): the
+    caller logs in, and ``save`` creates the file, or fills the empty one, with the first
+    refresh token. It never replaces a file that holds something by then (``RefreshFileError``).
     """
 
     path: str = field(repr=False)
     token: str = field(default="", repr=False)
+    existed: bool = True
     _temp: tuple[int, str] | None = field(default=None, repr=False)
     _directory_fd: int | None = field(default=None, repr=False)
 
@@ -42,21 +48,29 @@ class RefreshFile:
     def open(cls, given: str, *, stderr: TextIO) -> RefreshFile:
         """The file named ``given``, locked and checked; raises ``RefreshFileError``."""
         target = os.path.realpath(given)
-        directory = _replaceable_directory(given, target)
-        store = cls(path=target)
+        directory, existed = _replaceable_directory(given, target)
+        store = cls(path=target, existed=existed)
         try:
             store._directory_fd = _lock_directory(directory, stderr)
-            store.token = _read_token(target)
+            store.existed = os.path.lexists(target)  # as seen under the lock
+            store.token = _read_token(target) if store.existed else ""
             store._temp = _temporary_beside(target)
         except BaseException:
             store.close()
             raise
         return store
 
+    @property
+    def login(self) -> bool:
+        """Whether the file holds no token yet: the run logs in and ``save`` creates it."""
+        return not self.token
+
     def save(self, token: str) -> None:
         """Replace the file's token with ``token``: written to the temporary file, flushed to
         disk, renamed over the file (mode 0600), then the directory flushed; the lock is then
-        released. Raises ``OSError`` or ``RefreshFileError``, the file then unchanged."""
+        released. After a login (``login``) the file is created instead (linked into place,
+        never over a file that appeared meanwhile), or an empty one replaced if it is still
+        empty. Raises ``OSError`` or ``RefreshFileError``, the file then unchanged."""
         if self._temp is None:
             raise RefreshFileError("the refresh file was already written")
         (descriptor, temporary), self._temp = self._temp, None
@@ -71,7 +85,7 @@ class RefreshFile:
                 out.write(token + "\n")
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(temporary, self.path)
+            self._put_in_place(temporary)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
@@ -82,6 +96,30 @@ class RefreshFile:
             with contextlib.suppress(OSError):
                 os.fsync(self._directory_fd)
         self.close()
+
+    def _put_in_place(self, temporary: str) -> None:
+        """The written temporary file becomes the file: renamed over it, or after a login
+        linked in (no file there) or renamed over an empty one, never over a token."""
+        if not self.login:
+            os.replace(temporary, self.path)
+            return
+        if self.existed:
+            if _holds_something(self.path):
+                raise RefreshFileError(_APPEARED)
+            os.replace(temporary, self.path)
+            return
+        try:
+            os.link(temporary, self.path)  # fails if a file is there by now: nothing replaced
+        except FileExistsError:
+            raise RefreshFileError(_APPEARED) from None
+        except OSError:
+            # A file system without hard links: the directory's lock keeps other runs out.
+            if os.path.lexists(self.path):
+                raise RefreshFileError(_APPEARED) from None
+            os.replace(temporary, self.path)
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
     def close(self) -> None:
         """Remove the temporary file if it was not used, and release the lock."""
@@ -97,6 +135,12 @@ class RefreshFile:
                 os.close(descriptor)
 
 
+_APPEARED = (
+    "something else wrote the file during the login, and it was not replaced (a login never "
+    "replaces a file that holds something)"
+)
+
+
 def reason(error: BaseException) -> str:
     """An error's reason without the file name an ``OSError`` carries."""
     if isinstance(error, OSError) and error.strerror:
@@ -104,25 +148,32 @@ def reason(error: BaseException) -> str:
     return str(error) if isinstance(error, RefreshFileError) else type(error).__name__
 
 
-def _replaceable_directory(given: str, target: str) -> str:
-    """The directory of ``target`` (``given`` with its symlinks followed), once ``target`` is
-    known to be a regular file that a rename in that directory may replace."""
+def _replaceable_directory(given: str, target: str) -> tuple[str, bool]:
+    """The directory of ``target`` (``given`` with its symlinks followed), and whether
+    ``target`` exists, once it is known to be a regular file that a rename in that directory
+    may replace, or a file that a login may create there (not behind a dangling symlink,
+    more likely a vault not mounted than a place for a new file)."""
+    directory = os.path.dirname(target)
     try:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
-        link = " (it is a symlink to a missing file)" if os.path.islink(given) else ""
-        raise RefreshFileError(f"the file does not exist{link}") from None
+        if os.path.islink(given):
+            raise RefreshFileError(
+                "the file does not exist (it is a symlink to a missing file)"
+            ) from None
+        if not os.path.isdir(directory):
+            raise RefreshFileError("its directory does not exist") from None
+        return directory, False
     except OSError as exc:
         raise RefreshFileError(f"cannot read the file ({reason(exc)})") from None
     if not stat.S_ISREG(mode):
         raise RefreshFileError("not a regular file")
-    directory = os.path.dirname(target)
     if _owned_by_another_in_a_sticky_directory(target, directory):
         raise RefreshFileError(
             "the file cannot be replaced: it belongs to another user, in a directory "
             "where only a file's owner may replace it (like /tmp)"
         )
-    return directory
+    return directory, True
 
 
 def _owned_by_another_in_a_sticky_directory(path: str, directory: str) -> bool:
@@ -167,7 +218,21 @@ def _lock_directory(directory: str, stderr: TextIO) -> int | None:
     return descriptor
 
 
+def _holds_something(path: str) -> bool:
+    """Whether the file at ``path`` holds anything but white space (a file that cannot be
+    read counts as holding something: it is not replaced)."""
+    try:
+        with open(path, "rb") as source:
+            return bool(source.read(MAX_REFRESH_FILE_BYTES).strip())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
 def _read_token(path: str) -> str:
+    """The token the file holds; empty when it holds nothing but white space (a login then
+    fills it)."""
     try:
         with open(path, "rb") as source:
             data = source.read(MAX_REFRESH_FILE_BYTES + 1)
@@ -179,9 +244,7 @@ def _read_token(path: str) -> str:
         token = data.decode("utf-8").strip()
     except UnicodeDecodeError:
         raise RefreshFileError("the file is not text") from None
-    if not token:
-        raise RefreshFileError("the file is empty")
-    if not _is_token_text(token):
+    if token and not _is_token_text(token):
         raise RefreshFileError("the file must hold only the refresh token, on one line")
     return token
 

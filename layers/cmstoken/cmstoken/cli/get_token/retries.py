@@ -20,6 +20,16 @@ from cmstoken.core.retry import RetryPolicy, call_with_retries
 # at once, by flows.run_refresh, not by these retries.)
 RETRIES = RetryPolicy(attempts=5, base_delay=1.0, max_delay=8.0, max_retry_after=30.0)
 RETRY_BUDGET_SECONDS = 45.0
+# What the help and docs/get-token.md say of these retries (a test holds the two to this text
+# and this text to refused_for_now and the exchange's retries).
+RETRY_STORY = (
+    f"A call answered HTTP 429 (its Retry-After or X-RateLimit-Reset honoured, up to "
+    f"{RETRIES.max_retry_after:.0f} s) or a 5xx other than a gateway's 502 or 504 (500, 503...) "
+    f"is sent again, up to {RETRIES.attempts} attempts, with at most "
+    f"{RETRY_BUDGET_SECONDS:.0f} s of waiting in all; a longer wait hint is not waited for. The "
+    "exchange, whose raw access token stays valid, is also sent again after a 502 or 504, no "
+    "answer in time, or a connection that dropped or could not be made."
+)
 
 
 class Retries:
