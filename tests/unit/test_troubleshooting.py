@@ -71,6 +71,7 @@ from support import (
     emitted_metrics,
     load_handler,
     make_jwt,
+    no_spread,
     response,
 )
 from template_model import Resolver, parameter_values, source
@@ -355,6 +356,7 @@ class Bench:
         self.secrets.put_secret_value(SecretId=TOKEN_SECRET, SecretString=published.to_json())
 
     def consumer(self, **options: Any) -> ServiceTokenProvider:
+        options.setdefault("random_fraction", no_spread)
         return ServiceTokenProvider(
             TOKEN_SECRET, secrets_client=self.secrets, clock=self.clock, **options
         )

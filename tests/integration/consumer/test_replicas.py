@@ -23,6 +23,7 @@ from cmstoken.cli.admin import command
 from cmstoken.consumer import ServiceTokenAuth, ServiceTokenProvider
 from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, refresh_request_queue, secret_values
 from replication import stop_replication
+from support import no_spread
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,9 @@ class Replicated:
     outcomes: list[str] = field(default_factory=list)
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
-        """A consumer in REPLICA (its own session's region) on the emulator's clock."""
+        """A consumer in REPLICA (its own session's region) on the emulator's clock, its waits
+        not spread unless asked (the scripted delivery comes 5 s after the refusal)."""
+        options.setdefault("random_fraction", no_spread)
         return ServiceTokenProvider(
             self.arn,
             clock=self.stack.clock,

@@ -26,7 +26,7 @@ from cmstoken.consumer import ConsumerError, ServiceTokenAuth, ServiceTokenProvi
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.triggers import REFRESH_REQUESTED
-from support import FakeClock
+from support import FakeClock, no_spread
 
 SECRET = "cmstoken/service-token"
 API_URL = "https://cms.example.com/api"
@@ -90,7 +90,7 @@ class Aws:
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
         """A provider whose waits are not spread (``random_fraction`` 0)."""
-        options.setdefault("random_fraction", lambda: 0.0)
+        options.setdefault("random_fraction", no_spread)
         return ServiceTokenProvider(
             SECRET,
             secrets_client=self.secrets,

@@ -28,7 +28,7 @@ from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.triggers import REFRESH_REQUESTED
 from harness import refresh_request_queue
 from replication import stop_replication
-from support import FakeClock, client_error, fail_with
+from support import FakeClock, client_error, fail_with, no_spread
 
 PRIMARY, OWN, OTHER = "eu-west-1", "us-east-1", "ap-southeast-2"
 NAME = "cmstoken/service-token"
@@ -46,6 +46,8 @@ class World:
     clock: FakeClock
 
     def provider(self, **options: Any) -> ServiceTokenProvider:
+        """A provider whose waits are not spread unless asked."""
+        options.setdefault("random_fraction", no_spread)
         return ServiceTokenProvider(self.arn, clock=self.clock, **options)
 
     def rotate(self, issued_after: float) -> None:
