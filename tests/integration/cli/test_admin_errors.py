@@ -53,8 +53,8 @@ def hook(monkeypatch: pytest.MonkeyPatch, event: str, handler: Callable[..., Any
     """Register ``handler`` for ``event`` on the session main() opens."""
     opened = admin_aws.open_session
 
-    def open_session(region: str | None) -> Any:
-        session = opened(region)
+    def open_session(region: str | None, profile: str | None = None) -> Any:
+        session = opened(region, profile)
         session.events.register(event, handler)
         return session
 

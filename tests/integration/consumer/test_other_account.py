@@ -164,7 +164,7 @@ def test_check_consumer_from_the_consumer_account(
     """Every check passes across accounts but the last: moto evaluates no resource policy, so
     the refresh credential, which the stack's policy keeps to its functions in AWS, is readable
     here, and the check reports exactly that."""
-    monkeypatch.setattr(command, "open_session", lambda region: organisation.consumer)
+    monkeypatch.setattr(command, "open_session", lambda region, profile=None: organisation.consumer)
     stack = organisation.stack
     code = command.main(
         [

@@ -143,7 +143,7 @@ def test_check_consumer_reports_the_replica_behind(
 ) -> None:
     stack = replicated.stack
     replicated.rotate()
-    monkeypatch.setattr(command, "open_session", lambda region: boto3.Session())
+    monkeypatch.setattr(command, "open_session", lambda region, profile=None: boto3.Session())
     credential = stack.secretsmanager.describe_secret(SecretId=REFRESH_SECRET)["ARN"]
     code = command.main(
         [

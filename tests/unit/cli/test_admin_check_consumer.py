@@ -359,7 +359,7 @@ def test_a_refused_refresh_request_names_both_policies(stack: Stack) -> None:
 
 
 def run(stack: Stack, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(command, "open_session", lambda region: stack.session)
+    monkeypatch.setattr(command, "open_session", lambda region, profile=None: stack.session)
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr("sys.stdout", out)
     monkeypatch.setattr("sys.stderr", err)

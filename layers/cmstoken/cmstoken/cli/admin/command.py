@@ -23,7 +23,7 @@ import argparse
 import sys
 import textwrap
 import traceback
-from typing import Any, TextIO
+from typing import TextIO
 
 from cmstoken import __version__
 from cmstoken.cli.admin.bootstrap import bootstrap
@@ -295,8 +295,8 @@ def _against_aws(args: argparse.Namespace) -> int:
 
     if args.command == CHECK_CONSUMER:  # its clients are in the regions its ARNs name
         check = consumer_check(args)
-        return check_consumer(check, _session(check.region, args.profile))
-    session = _session(args.region, args.profile)
+        return check_consumer(check, open_session(check.region, args.profile))
+    session = open_session(args.region, args.profile)
     # Reads: standard retries (throttling, connection errors). The invocation: no retry (a
     # bootstrap start is not idempotent) and a read timeout past the functions' 900 s limit.
     reads = Config(
@@ -322,12 +322,6 @@ def _against_aws(args: argparse.Namespace) -> int:
         stack, session.client("cloudwatch", config=reads), session.client("scheduler", config=reads)
     )
     return run(args, invoker, stack.functions, sys.stdout, sources=sources)
-
-
-def _session(region: str | None, profile: str | None) -> Any:
-    """``open_session`` for ``region``, with ``profile`` when one was given (a one-argument
-    ``open_session``, as tests put in its place, is called as it was before ``--profile``)."""
-    return open_session(region, profile) if profile else open_session(region)
 
 
 def _fail(args: argparse.Namespace, message: str) -> None:
