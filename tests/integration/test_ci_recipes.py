@@ -26,13 +26,11 @@ deploy``'s change set, the stack's outputs; the tests check what it keeps and sa
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,9 +41,11 @@ import pytest
 import yaml
 
 import ci_role_template as ci
+import eventbridge_stub
 import template_model
 from cmstoken.core.redaction import fingerprint
 from deployment import without_novalue_items
+from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
 from support import JWT_SHAPE, recipe
 
@@ -436,42 +436,10 @@ def test_no_new_token_in_time_ends_with_status_2(server_stack: Stack, tmp_path: 
     assert result.stdout == ""
 
 
-class StubEventBridge(http.server.ThreadingHTTPServer):
-    """EventBridge on 127.0.0.1 refusing every entry inside a successful answer, as it does for
-    a role not allowed the source (PutEventsResultEntry's ErrorCode and ErrorMessage)."""
-
-    def __init__(self) -> None:
-        self.entries: list[dict[str, Any]] = []
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-
-
-class _StubHandler(http.server.BaseHTTPRequestHandler):
-    server: StubEventBridge
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.entries.extend(body["Entries"])
-        error = {"ErrorCode": "NotAuthorizedForSourceException", "ErrorMessage": "Not authorized."}
-        answer = json.dumps({"FailedEntryCount": 1, "Entries": [error]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def refusing_eventbridge() -> Iterator[StubEventBridge]:
-    stub = StubEventBridge()
-    thread = threading.Thread(target=stub.serve_forever, daemon=True)
-    thread.start()
-    yield stub
-    stub.shutdown()
-    stub.server_close()
-    thread.join(timeout=10)
+    with eventbridge_stub.refusing_eventbridge() as stub:
+        yield stub
 
 
 def test_a_refused_refresh_request_is_said_and_not_waited_for(
@@ -490,7 +458,7 @@ def test_a_refused_refresh_request_is_said_and_not_waited_for(
     )
     result = run_script(tmp_path, env, "GET", "/v3/projects")
     assert result.returncode == 1, result.stderr
-    assert "Refresh request refused: NotAuthorizedForSourceException: Not authorized." in (
+    assert "Refresh request refused: NotAuthorizedForSourceException: Not authorized for the source." in (
         result.stderr
     )
     assert "waiting" not in result.stderr

@@ -12,14 +12,12 @@ and the ECS task definitions register with the documented command against moto's
 from __future__ import annotations
 
 import copy
-import http.server
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from functools import cache
@@ -31,8 +29,10 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+import eventbridge_stub
 import template_model
 from cmstoken.core.errors import ReauthorizationRequiredError
+from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
 from support import block, documentation, recipe
 
@@ -269,63 +269,11 @@ def run_refresh_request(env: dict[str, str], **variables: str) -> subprocess.Com
     )
 
 
-class StubEventBridge(http.server.ThreadingHTTPServer):
-    """EventBridge on 127.0.0.1 that answers every PutEvents with ``answer`` and keeps the
-    requests' entries (the AWS CLI reaches it through ``AWS_ENDPOINT_URL_EVENTBRIDGE``)."""
-
-    def __init__(self, answer: dict[str, Any]) -> None:
-        self.answer = answer
-        self.entries: list[dict[str, Any]] = []
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _StubHandler(http.server.BaseHTTPRequestHandler):
-    server: StubEventBridge
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert self.headers["X-Amz-Target"] == "AWSEvents.PutEvents"
-        self.server.entries.extend(body["Entries"])
-        answer = json.dumps(self.server.answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def refusing_eventbridge() -> Iterator[StubEventBridge]:
-    """EventBridge refusing the entry as it does for a role not allowed the event's source:
-    HTTP 200 with ``FailedEntryCount`` 1 and the entry's ``ErrorCode`` and ``ErrorMessage``
-    (PutEventsResultEntry,
-    https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html).
-    moto refuses entries only for a missing source, detail type or detail, or malformed detail,
-    none of which the recipe sends."""
-    stub = StubEventBridge(
-        {
-            "FailedEntryCount": 1,
-            "Entries": [
-                {
-                    "ErrorCode": "NotAuthorizedForSourceException",
-                    "ErrorMessage": "Not authorized for the source.",
-                }
-            ],
-        }
-    )
-    thread = threading.Thread(target=stub.serve_forever, daemon=True)
-    thread.start()
-    yield stub
-    stub.shutdown()
-    stub.server_close()
-    thread.join(timeout=10)
+    """EventBridge refusing the entry as it does for a role not allowed the event's source."""
+    with eventbridge_stub.refusing_eventbridge() as stub:
+        yield stub
 
 
 @SHELL_TOOLS

@@ -10,13 +10,11 @@ reaches the queue that the template's rule pattern feeds (``refresh_request_queu
 from __future__ import annotations
 
 import copy
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import pytest
 
 import template_model
 from cmstoken.core.redaction import fingerprint
+from eventbridge_stub import refusing_eventbridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
 from support import recipe
 
@@ -318,57 +317,12 @@ def test_a_stack_that_needs_reauthorization_is_said_at_once(node: NodeConsumer) 
     assert node.requests() == []
 
 
-class RefusingEventBridge(http.server.ThreadingHTTPServer):
-    """EventBridge on 127.0.0.1 refusing every entry inside a successful answer, as it does for
-    a role not allowed the source (PutEventsResultEntry's ErrorCode and ErrorMessage)."""
-
-    def __init__(self) -> None:
-        self.entries: list[dict[str, Any]] = []
-        super().__init__(("127.0.0.1", 0), _Refusing)
-
-
-class _Refusing(http.server.BaseHTTPRequestHandler):
-    server: RefusingEventBridge
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.entries.extend(body["Entries"])
-        answer = json.dumps(
-            {
-                "FailedEntryCount": 1,
-                "Entries": [
-                    {
-                        "ErrorCode": "NotAuthorizedForSourceException",
-                        "ErrorMessage": "Not authorized for the source.",
-                    }
-                ],
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 def test_an_entry_eventbridge_refuses_is_a_request_failed(node: NodeConsumer) -> None:
-    stub = RefusingEventBridge()
-    thread = threading.Thread(target=stub.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with refusing_eventbridge() as stub:
         node.republish(token=REFUSED_TOKEN)
         outcome = node.run(
-            "refused",
-            options={"refusedSpreadSeconds": 0},
-            AWS_ENDPOINT_URL_EVENTBRIDGE=f"http://127.0.0.1:{stub.server_address[1]}",
+            "refused", options={"refusedSpreadSeconds": 0}, AWS_ENDPOINT_URL_EVENTBRIDGE=stub.url
         )
-    finally:
-        stub.shutdown()
-        stub.server_close()
-        thread.join(timeout=10)
     assert outcome["ok"] is False
     assert outcome["reason"] == "request_failed"
     assert "NotAuthorizedForSourceException: Not authorized for the source." in outcome["message"]
