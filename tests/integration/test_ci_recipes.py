@@ -458,8 +458,9 @@ def test_a_refused_refresh_request_is_said_and_not_waited_for(
     )
     result = run_script(tmp_path, env, "GET", "/v3/projects")
     assert result.returncode == 1, result.stderr
-    assert "Refresh request refused: NotAuthorizedForSourceException: Not authorized for the source." in (
-        result.stderr
+    assert (
+        "Refresh request refused: NotAuthorizedForSourceException: Not authorized for the source."
+        in (result.stderr)
     )
     assert "waiting" not in result.stderr
     [entry] = refusing_eventbridge.entries
