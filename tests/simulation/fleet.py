@@ -163,7 +163,6 @@ def quiet() -> Iterator[None]:
 @dataclass(frozen=True)
 class RotationFigures:
     counts: Counts
-    published_at: float
     picked_up: list[float]  # seconds after publication, a process
 
     @property
@@ -192,7 +191,7 @@ def rotation(*, spread: bool, seed: int = 1) -> RotationFigures:
                 picked_up.append(clock.current - published_at)
                 continue
             heapq.heappush(queue, (next_read(providers[index], clock.current), index))
-    return RotationFigures(counts, published_at, picked_up)
+    return RotationFigures(counts, picked_up)
 
 
 def next_read(provider: ServiceTokenProvider, now: float) -> float:
@@ -207,7 +206,6 @@ def next_read(provider: ServiceTokenProvider, now: float) -> float:
 @dataclass(frozen=True)
 class RefusedFigures:
     counts: Counts
-    published_at: float
     first_request: float
     waited: list[float]  # seconds from the refusal to the new token, a process
 
@@ -244,7 +242,7 @@ def _refused_pass(
                 continue
             assert replaced == TOKENS[1]
             waited.append(clock.current - refused_at)
-    return RefusedFigures(counts, published.replaced_at, first_request, waited)
+    return RefusedFigures(counts, first_request, waited)
 
 
 def summary(name: str, counts: Counts) -> str:

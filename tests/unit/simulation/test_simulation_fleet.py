@@ -8,16 +8,20 @@ before expiry, a refused token re-read at once) and with the defaults. Secrets M
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
+from cmstoken.consumer import ServiceTokenProvider
 from simulation import fleet
 
 ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_MAX_AGE = 900
-DEFAULT_REFUSED_SPREAD = 10
+# The provider's defaults, read from its signature.
+DEFAULTS = inspect.signature(ServiceTokenProvider).parameters
+DEFAULT_MAX_AGE = DEFAULTS["max_age_seconds"].default
+DEFAULT_REFUSED_SPREAD = DEFAULTS["refused_spread_seconds"].default
 
 
 def fleet_table() -> str:
