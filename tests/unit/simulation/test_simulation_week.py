@@ -51,10 +51,11 @@ SPANS = {
     "verify": Span(),
 }
 SPAN = SPANS[PROFILE]
-# When the operator starts re-authorizing (seconds into the span; None: the worst moment).
+# When the operator starts re-authorizing (seconds into the span; None: the worst moment),
+# inside the warning window (before it, no link is ever sent).
 VERIFY_MOMENTS: dict[str, float | None] = {
-    "first hour": HOUR,
     "warning + 1 h": _warning_starts(SPAN) + HOUR,
+    "warning + 1 day": _warning_starts(SPAN) + DAY,
     "day 6": 6 * DAY,
     "worst": None,
 }
