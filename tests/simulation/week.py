@@ -314,7 +314,8 @@ class Figures:
 
     moment: str
     peak_versions: int = 0
-    peak_at: float = 0.0  # seconds into the week
+    peak_at: float = 0.0  # seconds into the span
+    warning_peak: tuple[int, float] = (0, 0.0)  # the same, within the warning window
     least_validity: float = float("inf")
     expired_at: float | None = None  # seconds into the span
     forced: Counter[str] = field(default_factory=Counter)
@@ -718,8 +719,11 @@ class Week:
         if len(refresh.history) != self.versions_seen:
             self.versions_seen = len(refresh.history)
             in_use = sum(1 for v in refresh.versions.values() if v.stages or now - v.created < DAY)
-            if now >= self.start and in_use > self.figures.peak_versions:
-                self.figures.peak_versions, self.figures.peak_at = in_use, now - self.start
+            figures, into = self.figures, now - self.start
+            if into >= 0 and in_use > figures.peak_versions:
+                figures.peak_versions, figures.peak_at = in_use, into
+            if into >= self.limits.warning - self.span.age and in_use > figures.warning_peak[0]:
+                figures.warning_peak = (in_use, into)
         if len(service.history) != self.service_seen:
             self.service_seen = len(service.history)
             self.expires_at = self.world.service_document().expires_at
@@ -903,5 +907,6 @@ def false_alarms(figures: Figures) -> dict[str, int]:
 @cache
 def worst_moment(span: Span) -> float:
     """Seconds into ``span`` when the callers have used most of what they can: when the
-    versions in use first peak, in the span without the operator."""
-    return Week(None, "no operator", span=span).run().peak_at
+    versions in use first peak within the warning window (the links' attack), in the span
+    without the operator."""
+    return Week(None, "no operator", span=span).run().warning_peak[1]

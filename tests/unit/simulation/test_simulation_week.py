@@ -214,4 +214,3 @@ def test_every_caller_at_once_for_a_week_leaves_the_stack_working(
     assert not figures.revoked, table
     assert figures.reauthorized_at is not None, table
     assert not false_alarms(figures), table
-    assert figures.first_failure is None, table
