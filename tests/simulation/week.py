@@ -327,6 +327,9 @@ class Figures:
     alarms: dict[str, int] = field(default_factory=dict)
     dead_letters: Counter[str] = field(default_factory=Counter)
     throttles: int = 0
+    delays: dict[str, float] = field(
+        default_factory=lambda: defaultdict(float)
+    )  # longest first wait
     messages_lost: int = 0
     lost: list[str] = field(default_factory=list)
     revoked: bool = False
@@ -364,6 +367,7 @@ class Figures:
                 f"  dead letters (rotation failures):         {dict(self.dead_letters)}",
                 f"  throttled invocations / messages expired: {self.throttles} / "
                 f"{self.messages_lost}",
+                f"  scheduled run's longest throttled wait:   {self.delays['schedule']:.2f} s",
                 f"  credential lost / family revoked:         {self.lost or 'no'} / "
                 f"{'yes' if self.revoked else 'no'}",
                 f"  operator:                                 {'; '.join(self.operator)}",
@@ -401,6 +405,9 @@ class RotatorFunction:
                 now + delay, lambda: self.invoke_async(request, kind, first, attempt, throttled + 1)
             )
             return
+
+        if attempt == 0:
+            week.figures.delays[kind] = max(week.figures.delays[kind], now - first)
 
         def done(error: BaseException | None) -> None:
             if error is None:
