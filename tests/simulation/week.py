@@ -34,10 +34,11 @@ Callers, all at once:
   among them (the queue already takes one a window: more requests add no runs);
 - duplicate deliveries: every scheduled invocation and every message delivered twice;
 - whoever holds the alarm topic's messages (``Attacker``), spending the links' start limit as
-  fast as it lets them: the newest link pressed as soon as the last authorization ended (or
-  when a refusal's ``Retry-After`` ends), a reminder's link ``PRESSES`` times at once, every
+  fast as it lets them: every link that came since the last press, all at once, a second after
+  the last authorization they started ended (or when a refusal's ``Retry-After`` ends; with
+  none new, the newest link still unspent), a reminder's link ``PRESSES`` times at once, every
   other once; every other authorization a link starts approved at once by a foreign identity,
-  the rest left to expire; every new link an outcome notice carries held for the next press;
+  the rest left to expire (no account at the identity provider needed);
 - the links' daily reminder and the reminder the aging alarm's ``ALARM`` sends;
 - the hourly schedule's rotator runs;
 - the operator, at a chosen moment: ``start``, approve as the stack's identity, ``poll`` until
@@ -60,7 +61,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any, cast
 
 from cmstoken.aws.functions import FunctionCaller
@@ -104,6 +105,7 @@ OPERATOR_ATTEMPTS = 3
 OPERATOR_APPROVES_AFTER = 30.0  # seconds from the start to the operator's approval
 THROTTLE_BACKOFF_MAX = 300.0  # Lambda backs a throttled asynchronous event off up to 5 minutes
 DUPLICATE_AFTER = 1.0  # a duplicate delivery's delay
+REACTION = 1.0  # the attacker presses a second after a notice
 ESM_THROTTLE_RETRY = 1.0  # the event source mapping tries a throttled batch again
 # Simulated seconds a call takes (the request and its answer): the order of AWS's and an
 # identity provider's latencies; what matters is that calls of concurrent actors interleave.
@@ -581,13 +583,15 @@ class Held:
 
 class Attacker:
     """Whoever holds the alarm topic's messages (see the module docstring), spending the
-    stack's start limit as fast as it lets them: one link at a time, the next one as soon as
-    the last authorization ended or the limit lets it (a page's ``Retry-After``)."""
+    stack's start limit as fast as it lets them: the links that came since the last press,
+    all at once, a second after the last authorization they started ended (or when the limit
+    lets them: ``Retry-After``); with none new, the newest link held."""
 
     def __init__(self, week: Week) -> None:
         self.week = week
         self.read = 0
-        self.links: list[Held] = []
+        self.fresh: list[Held] = []  # came since the last press
+        self.links: list[Held] = []  # held from before, unspent
         self.codes: set[str] = set()
         self.busy = False  # presses in flight, or an authorization they started pending
         self.retry_at: float | None = None
@@ -606,32 +610,43 @@ class Attacker:
             if "link" in facts:
                 token = facts["link"].split("/l/", 1)[1]
                 times = self.week.presses if facts["kind"] in NEEDS else 1
-                self.links.append(Held(token, parse_iso(facts["linkExpiresAt"]), times))
-        self.week.engine.at(self.week.clock.now(), self.press)
+                self.fresh.append(Held(token, parse_iso(facts["linkExpiresAt"]), times))
+        self.week.engine.at(self.week.clock.now() + REACTION, self.press)
 
     def press(self) -> None:
-        """The newest unexpired link, ``times`` at once (a need's link: ``presses``)."""
+        """The new links all at once, each ``times`` (a need's: ``presses``); else the newest
+        held one, once."""
         now = self.week.clock.now()
+        self.fresh = [h for h in self.fresh if h.expires_at > now]
         self.links = [h for h in self.links if h.expires_at > now]
-        if self.busy or not self.links or (self.retry_at is not None and now < self.retry_at):
+        waiting = self.retry_at is not None and now < self.retry_at
+        if self.busy or waiting or not (self.fresh or self.links):
             return
-        held = self.links.pop()
+        group, self.fresh = self.fresh or [self.links.pop()], []
         self.busy, self.retry_at = True, None
-        answers: list[Any] = []
-        links = self.week.links
+        answers: dict[str, list[Any]] = {h.token: [] for h in group}
+        expected = sum(h.times for h in group)
+        for held in group:
+            for _ in range(held.times):
+                self.week.engine.spawn(
+                    "press",
+                    partial(self.week.links.press, held.token),
+                    partial(self.shown, group, answers, expected, held),
+                )
 
-        def press() -> Any:
-            return links.press(held.token)
-
-        def shown(answer: Any, error: BaseException | None) -> None:
-            self.shown(held, answer, answers)
-
-        for _ in range(held.times):
-            self.week.engine.spawn("press", press, shown)
-
-    def shown(self, held: Held, answer: Any, answers: list[Any]) -> None:
-        """One press's page; after the last, what to do next."""
-        answers.append(answer)
+    def shown(
+        self,
+        group: list[Held],
+        answers: dict[str, list[Any]],
+        expected: int,
+        held: Held,
+        answer: Any,
+        error: BaseException | None,
+    ) -> None:
+        """One press's page; after the group's last, what to do next: a link refused for a
+        while is held again (pressed alone later), one that started or was refused for good
+        is dropped."""
+        answers[held.token].append(answer)
         status = answer.get("statusCode", 0) if isinstance(answer, dict) else 0
         self.week.figures.link_presses[status] += 1
         code = user_code_of(answer)
@@ -639,18 +654,25 @@ class Attacker:
             self.codes.add(code)
             if len(self.codes) % 2:  # every other one: a foreign identity approves it
                 self.week.world.identity.approve(code, FOREIGN)
-        if len(answers) < held.times:
+        every = [a for pages in answers.values() for a in pages]
+        if len(every) < expected:
             return
-        if any(user_code_of(a) is not None for a in answers):
-            return  # started: busy until its outcome is reported
+        for pressed in group:
+            pages = answers[pressed.token]
+            started = any(user_code_of(a) is not None for a in pages)
+            if not started and {_status(a) for a in pages} & {429, 409, 503}:
+                self.links.append(Held(pressed.token, pressed.expires_at, 1))
+        if any(user_code_of(a) is not None for a in every):
+            return  # busy until the outcome of what started is reported
         self.busy = False
-        statuses = {a.get("statusCode", 0) if isinstance(a, dict) else 0 for a in answers}
-        if statuses & {429, 409, 503}:
-            self.links.append(Held(held.token, held.expires_at, 1))  # unspent: again later
-        retry = [_retry_after(a) for a in answers]
+        retry = [_retry_after(a) for a in every]
         wait = max((r for r in retry if r is not None), default=60.0)
         self.retry_at = self.week.clock.now() + wait
         self.week.engine.at(self.retry_at, self.press)
+
+
+def _status(answer: Any) -> int:
+    return int(answer.get("statusCode", 0)) if isinstance(answer, dict) else 0
 
 
 def _retry_after(answer: Any) -> float | None:
