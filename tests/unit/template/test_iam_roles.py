@@ -253,7 +253,14 @@ ROLES: dict[str, Role] = {
         trust=LAMBDA_TRUST,
         policies={
             "authorize-into-the-two-secrets": document(
-                *functions_statements("BootstrapLogGroup"),
+                *functions_statements("BootstrapLogGroup")[:1],
+                {
+                    "Sid": "CountTheCredentialsVersions",
+                    "Effect": "Allow",
+                    "Action": "secretsmanager:ListSecretVersionIds",
+                    "Resource": ref("RefreshCredentialSecret"),
+                },
+                *functions_statements("BootstrapLogGroup")[1:],
                 SEND_TRACES,
                 USE_THE_SECRETS_KEY,
             )

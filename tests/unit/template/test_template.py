@@ -143,7 +143,7 @@ def test_the_rotator_role_touches_only_the_two_secrets(resources: dict[str, Any]
         {"Ref": "RefreshCredentialSecret"},
         {"Ref": "ServiceTokenSecret"},
     ]
-    # The version budget counts the refresh credential's versions (rotation.budget).
+    # The version budget counts the refresh credential's versions (core.version_budget).
     assert versions["Action"] == "secretsmanager:ListSecretVersionIds"
     assert versions["Resource"] == {"Ref": "RefreshCredentialSecret"}
 
@@ -330,16 +330,16 @@ def test_the_functions_are_excepted_only_for_the_secrets_manager_calls_their_cod
         for method in re.findall(r"\.([a-z_]+)\(", code)
         if method in by_method
     }
-    counted = {"secretsmanager:ListSecretVersionIds"}  # by the rotator's version budget only
+    counted = {"secretsmanager:ListSecretVersionIds"}  # the version budget, both functions'
     assert called == {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"} | counted
     users = {
         p.relative_to(package).parts[0]
         for p in package.rglob("*.py")
-        if "refresh_versions(" in p.read_text() and p.name != "vault.py"
+        if ".room(" in p.read_text() and p.name != "vault.py"
     }
-    assert users == {"rotation"}
+    assert users == {"rotation", "bootstrap"}
     resources = transformed()["Resources"]
-    for role, uses in (("RotatorRole", called), ("BootstrapRole", called - counted)):
+    for role, uses in (("RotatorRole", called), ("BootstrapRole", called)):
         allowed = {
             action
             for _, document in policy_documents({role: resources[role]})
