@@ -39,10 +39,6 @@ CRITICAL = json.dumps(
 # ERROR_MESSAGE ..." (EventBridge User Guide, "Using dead-letter queues to process undelivered
 # events"); moto's EventBridge sends no dead letters.
 RULE = "arn:aws:events:eu-central-2:123456789012:rule/tokens-refresh-requests/remote"
-UNDELIVERED = {
-    "RULE_ARN": {"DataType": "String", "StringValue": RULE},
-    "ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
-}
 
 
 @pytest.fixture
@@ -55,7 +51,14 @@ def deployed(moto_server: str, tmp_path: Path) -> dict[str, str]:
     failed = sqs.create_queue(
         QueueName="tokens-failed-requests.fifo", Attributes={"FifoQueue": "true"}
     )["QueueUrl"]
-    sqs.send_message(QueueUrl=undelivered, MessageBody="{}", MessageAttributes=UNDELIVERED)
+    sqs.send_message(
+        QueueUrl=undelivered,
+        MessageBody="{}",
+        MessageAttributes={
+            "RULE_ARN": {"DataType": "String", "StringValue": RULE},
+            "ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
+        },
+    )
     outputs = {
         "BootstrapFunctionName": "tokens-bootstrap",
         "RotatorFunctionName": "tokens-rotator",
