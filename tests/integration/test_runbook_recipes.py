@@ -34,10 +34,10 @@ STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 CRITICAL = json.dumps(
     {"level": "CRITICAL", "message": "rotated refresh token not stored", "aws_error": "KMS"}
 )
-# A request EventBridge could not deliver, as its dead letter queue holds it: "Each message in
-# your DLQ will include the following custom attributes: RULE_ARN, TARGET_ARN, ERROR_CODE,
-# ERROR_MESSAGE ..." (EventBridge User Guide, "Using dead-letter queues to process undelivered
-# events"); moto's EventBridge sends no dead letters.
+# A request EventBridge could not deliver, as its dead letter queue holds it: EventBridge adds
+# message attributes naming the rule and the error, among others RULE_ARN and ERROR_CODE
+# (EventBridge User Guide, "Using dead-letter queues to process undelivered events"; paraphrased,
+# not quoted); moto's EventBridge sends no dead letters.
 RULE = "arn:aws:events:eu-central-2:123456789012:rule/tokens-refresh-requests/remote"
 
 
