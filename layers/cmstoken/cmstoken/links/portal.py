@@ -69,6 +69,11 @@ class AwsPortal:
         used = self.table.use_link(claims.nonce, now=now, expires_at=claims.expires_at, press=press)
         return press if used else None
 
+    def take_over(self, claims: tokens.Claims, used_at: int, now: int) -> str | None:
+        press = secrets.token_hex(8)
+        taken = self.table.take_over_link(claims.nonce, now=now, used_at=used_at, press=press)
+        return press if taken else None
+
     def started(self, claims: tokens.Claims, now: int) -> None:
         self.table.link_started(claims.nonce, now=now, expires_at=claims.expires_at)
 
@@ -91,8 +96,14 @@ class AwsPortal:
         its outcome comes back as a destination."""
         self.bootstrap.send({"action": "poll", "link": link})
 
+    def claim_follow(self, claims: tokens.Claims, now: int) -> bool:
+        return self.table.claim_follow(claims.nonce, now=now)
+
     def followed(self, claims: tokens.Claims, now: int) -> None:
         self.table.link_followed(claims.nonce, now=now)
+
+    def release_follow(self, claims: tokens.Claims, now: int) -> None:
+        self.table.release_follow(claims.nonce, claimed_at=now)
 
     def claim_notice(self, need: str, now: int, every: int) -> bool:
         return self.table.claim_notice(need, now=now, every=every)
@@ -102,6 +113,9 @@ class AwsPortal:
 
     def release_notice(self, need: str, now: int) -> None:
         self.table.release_notice(need, claimed_at=now)
+
+    def last_sent(self, need: str) -> int | None:
+        return self.table.notice_sent_at(need)
 
     def publish(self, request: PublishRequest) -> str:
         return self.topic.publish(
