@@ -207,3 +207,14 @@ def test_the_busy_page_says_until_when(world: World) -> None:
     assert f"Try again after {to_iso(until)}" in answer["body"]
     assert re.search(r"cmstoken-admin --stack \S+ --region \S+ bootstrap", answer["body"])
     assert link_key(claims_of(link).nonce) not in world.table_items()  # the link stays usable
+
+
+def test_a_link_recorded_as_started_without_its_use_is_spent(world: World) -> None:
+    """A start recorded after the press's use was given back (an item with no use, as an
+    earlier release wrote it): the link is spent, not a press in flight."""
+    link = world.link()
+    world.portal.table.link_started(claims_of(link).nonce, now=NOW - 5, expires_at=NOW + 3600)
+    answer = handle(button(link), world.portal, NOW)
+    assert answer["statusCode"] == 403
+    assert Refusal.REPLAYED.title in answer["body"]
+    assert "start" not in world.bootstrap.calls

@@ -193,9 +193,9 @@ def _post(
     if press is not None:
         return _start(portal, claims, press, now)
     use = portal.used(claims)
-    if use is None or use.used_at is None:  # the press that used it gave it back just now
+    if use is None:  # the press that used it gave it back just now
         return _in_flight(portal, claims, now, until=now + 1)
-    if use.started_at is None:
+    if use.started_at is None and use.used_at is not None:
         if now - use.used_at <= PRESS_SECONDS:  # that press may still be starting it
             return _in_flight(portal, claims, now, until=use.used_at + PRESS_SECONDS + 1)
         press = portal.take_over(claims, use.used_at, now)  # that press failed or died
