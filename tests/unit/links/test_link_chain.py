@@ -161,3 +161,20 @@ def test_whoever_holds_one_message_gets_no_endless_chain_of_links(
     for secret in (*(link.split(".")[1] for link in seen), USER_CODE, KEY_TEXT):
         assert secret not in logged
     assert "poll outcome" in logged  # the control: the log has the outcomes' records
+
+
+def test_all_paths_together_send_at_most_three_links_a_day_per_credential(world: World) -> None:
+    """The worst day docs/one-click.md counts: the credential ages into the warning window
+    (a reminder), the identity provider then refuses it (a reminder of the new need), and
+    endings arrive every hour with the reminders: 3 links, the rest without."""
+    notices = Notices(world.portal, WARNING)  # the world's credential is 25 days old: aging
+    links = 0
+    for hour in range(24):
+        now = NOW + hour * 3600
+        world.bootstrap.now = now
+        if hour == 5:
+            world.bootstrap.status = "reauthorization_required"
+        notices.remind(now)
+        notices.outcome(EXPIRED, now + 60)
+        links += sum(link_of(message) is not None for message in world.messages())
+    assert links == 3

@@ -128,12 +128,20 @@ class Notices:
                 self.portal.follow(tag)
                 return f"outcome {status}: polling again"
             status = "failed"  # polled as often as the stack allows: a person takes over
-        deadline = state.reauthorize_by if need is not Need.REFUSED else state.token_expires_at
         if status not in _ENDINGS or (need is None and status != "denied"):
             return f"outcome {status or 'unknown'}: not reported"
         if need is None:  # nothing needed any more: no link
-            self._publish(messages.Denied(deadline=deadline))
+            self._publish(messages.Denied(deadline=state.reauthorize_by))
             return f"outcome {status}: sent"
+        return self._ended(status, result, need, state, now)
+
+    def _ended(
+        self, status: str, result: dict[str, Any], need: Need, state: StackState, now: int
+    ) -> str:
+        """Report an authorization that ended unapproved while ``need`` lasts: with a new
+        link when none went with an ending in the last ``OUTCOME_LINK_EVERY``, otherwise saying
+        that none comes and when the daily reminder brings one."""
+        deadline = state.reauthorize_by if need is not Need.REFUSED else state.token_expires_at
         claim = f"outcome-link#{state.binding}"
         what = f"outcome {status}"
         if self.portal.claim_notice(claim, now, OUTCOME_LINK_EVERY):
