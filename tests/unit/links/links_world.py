@@ -51,6 +51,8 @@ class Bootstrap:
     down: bool = False
     refuse_start: bool = False  # start fails (the provider or the stack's secret is busy)
     delay: float = 0.0  # how long a start takes (the device code request), in real seconds
+    budget_spent: bool = False  # the version budget refuses a new start (core.version_budget)
+    frees_at: int | None = None  # when a version ages out, as such a refusal says
     now: int = NOW
 
     def call(self, payload: dict[str, Any]) -> Any:
@@ -62,6 +64,11 @@ class Bootstrap:
                 raise FunctionUnavailableError("cannot invoke bootstrap: ThrottlingException")
             time.sleep(self.delay)
             if self.pending_until is None or self.pending_until <= self.now:
+                if self.budget_spent:  # results.failed of a VersionQuotaError
+                    retry_at = None if self.frees_at is None else to_iso(self.frees_at)
+                    message = "not started: outside callers may fill 44 versions"
+                    reason = {"reason": "version_budget", "retry_at": retry_at}
+                    return {"status": "failed", "message": message, **reason}
                 self.pending_until, self.pending_link = self.now + 900, payload["link"]
                 self.authorizations += 1
             elif self.pending_link != payload["link"]:

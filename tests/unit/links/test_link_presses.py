@@ -218,3 +218,27 @@ def test_a_link_recorded_as_started_without_its_use_is_spent(world: World) -> No
     assert answer["statusCode"] == 403
     assert Refusal.REPLAYED.title in answer["body"]
     assert "start" not in world.bootstrap.calls
+
+
+@pytest.mark.parametrize("frees_at", [NOW + 4000, None], ids=["a-version-ages-out", "none-will"])
+def test_a_start_the_version_budget_refuses_says_until_when_and_leaves_the_link_usable(
+    world: World, frees_at: int | None
+) -> None:
+    """The bootstrap refused the link's start before any write: what outside callers may
+    write of the refresh credential is spent. The page says until when (and the fallback);
+    the link stays usable for then."""
+    world.bootstrap.budget_spent, world.bootstrap.frees_at = True, frees_at
+    link = world.link()
+    answer = handle(button(link), world.portal, NOW)
+    assert answer["statusCode"] == 429
+    if frees_at is None:
+        assert "try again later" in answer["body"]
+        assert "Retry-After" not in answer["headers"]
+    else:
+        assert f"try again after {to_iso(frees_at)}" in answer["body"]
+        assert answer["headers"]["Retry-After"] == str(frees_at - NOW)
+    assert STACK.bootstrap_command in answer["body"]
+    assert world.bootstrap.sent == []
+    assert link_key(claims_of(link).nonce) not in world.table_items()
+    world.bootstrap.budget_spent = False
+    assert USER_CODE in handle(button(link), world.portal, NOW + 4000)["body"]

@@ -17,7 +17,14 @@ from cmstoken.core.errors import ConfigurationError
 from cmstoken.links import tokens
 from cmstoken.links.messages import PublishRequest
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Elsewhere, Pending, StackState, read_started, read_status
+from cmstoken.links.stack_state import (
+    Elsewhere,
+    Pending,
+    Spent,
+    StackState,
+    read_started,
+    read_status,
+)
 
 # Background polls queued in an hour, at most: a poll runs until the code is approved or
 # expires, so a few cover an authorization; a bound stops a loop of polls that fail at once.
@@ -86,9 +93,10 @@ class AwsPortal:
     def may_follow(self, now: int) -> bool:
         return self.table.count("poll", now=now, limit=POLLS_PER_HOUR)
 
-    def start(self, claims: tokens.Claims) -> Pending | Elsewhere:
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere | Spent:
         """Start a device authorization for the link (or get the one it started) through the
-        bootstrap; ``Elsewhere`` when another is pending."""
+        bootstrap; ``Elsewhere`` when another is pending, ``Spent`` when the version budget
+        refused it."""
         return read_started(self.bootstrap.call({"action": "start", "link": tokens.tag(claims)}))
 
     def follow(self, link: str) -> None:

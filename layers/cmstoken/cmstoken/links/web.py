@@ -21,7 +21,7 @@ from cmstoken.links import tokens
 from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
 from cmstoken.links.refusals import FALLBACK, Refusal
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Elsewhere, Pending, StackState
+from cmstoken.links.stack_state import Elsewhere, Pending, Spent, StackState
 
 MAX_BODY = 4096
 # How long a press may run: the links function's timeout (template.yaml). A press that used a
@@ -96,7 +96,7 @@ class Portal(Protocol):
 
     def may_follow(self, now: int) -> bool: ...
 
-    def start(self, claims: tokens.Claims) -> Pending | Elsewhere: ...
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere | Spent: ...
 
     def claim_follow(self, claims: tokens.Claims, now: int) -> bool: ...
 
@@ -222,6 +222,9 @@ def _start(portal: Portal, claims: tokens.Claims, press: str, now: int) -> dict[
     if isinstance(pending, Elsewhere):  # another started meanwhile
         portal.unuse(claims, press)
         return _elsewhere(portal.stack, pending.expires_at)
+    if isinstance(pending, Spent):  # nothing written: the link stays usable
+        portal.unuse(claims, press)
+        return _spent_budget(portal.stack, pending.retry_at, now)
     portal.started(claims, now)
     _follow(portal, claims, now)
     return _started(portal.stack, pending)
@@ -233,6 +236,8 @@ def _show(portal: Portal, claims: tokens.Claims, now: int, *, queue: bool) -> di
     pending = portal.start(claims)
     if isinstance(pending, Elsewhere):  # it ended, and another started meanwhile
         return _elsewhere(portal.stack, pending.expires_at)
+    if isinstance(pending, Spent):  # it ended, and starting another was refused
+        return _spent_budget(portal.stack, pending.retry_at, now)
     if queue:
         _follow(portal, claims, now)
     return _started(portal.stack, pending)
@@ -283,6 +288,16 @@ def _busy(stack: Stack, now: int) -> dict[str, Any]:
     text = _BUSY_TEXT.replace("UNTIL", to_iso(until))
     page = refused_page(stack, status=429, title=_BUSY, explanation=text)
     return answer(page, **{"Retry-After": str(until - now)})
+
+
+def _spent_budget(stack: Stack, retry_at: int | None, now: int) -> dict[str, Any]:
+    """The 429 page of a start the version budget refused: until a version ages out."""
+    if retry_at is None:
+        text = _BUDGET_TEXT.replace("UNTIL", "later")
+        return answer(refused_page(stack, status=429, title=_BUDGET, explanation=text))
+    text = _BUDGET_TEXT.replace("UNTIL", f"after {to_iso(retry_at)}")
+    page = refused_page(stack, status=429, title=_BUDGET, explanation=text)
+    return answer(page, **{"Retry-After": str(max(retry_at - now, 1))})
 
 
 def _spent(portal: Portal, claims: tokens.Claims) -> bool:
@@ -342,6 +357,13 @@ _BUSY = "Too many re-authorizations were started"
 _BUSY_TEXT = (
     "Links started as many authorizations in this hour as the stack allows. Try again after "
     "UNTIL, or use the fallback command below."
+)
+_BUDGET = "The stack refused to start an authorization for now"
+_BUDGET_TEXT = (
+    "Authorizations started from links and forced refreshes have written the stack's "
+    "refresh credential as often as the stack allows them, keeping the rest for its scheduled "
+    "rotation and an operator. This link is still usable: try again UNTIL, or use the "
+    "fallback command below."
 )
 _STARTING = "This link's authorization is being started"
 _STARTING_TEXT = (
