@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cmstoken import runtime
-from cmstoken.bootstrap import BootstrapRequest
+from cmstoken.bootstrap import BootstrapRequest, results
 from cmstoken.bootstrap.request import through_links
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.observability import (
@@ -40,7 +40,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         if request.action == "status":
             raise
         logger.error("bootstrap failed", extra={"action": request.action, "error": str(exc)})
-        return {"status": "failed", "message": str(exc)}
+        return results.failed(exc)
     status = str(result.get("status", "reported"))
     record_bootstrap(status)
     if status == "authorized":

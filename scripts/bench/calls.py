@@ -27,8 +27,18 @@ from .probe import is_link_page
 from .report import Report
 
 NOOP_AWS_CALLS = 1
-# Read the published token and the credential; claim, store the rotation, publish; announce it.
-ROTATION_AWS_CALLS = {"GetSecretValue": 2, "PutSecretValue": 3, "EventBridge:PutEvents": 1}
+# Read the published token and the credential; count the credential's versions (the version
+# budget); claim, store the rotation, publish; announce it. The count is the one call more than
+# the reads and writes: no answer to a read carries the versions' dates, and a tally kept in
+# the document would miss the versions written by anything but this stack's code (a person, an
+# older release), which the quota counts all the same (docs/how-rotation-works.md, "The version
+# budget").
+ROTATION_AWS_CALLS = {
+    "GetSecretValue": 2,
+    "ListSecretVersionIds": 1,
+    "PutSecretValue": 3,
+    "EventBridge:PutEvents": 1,
+}
 ROTATION_UPSTREAM_CALLS = {"refresh": 1, "exchange": 1, "projects": 1}
 HOURS_FORWARD = 19
 # The links function, each run in a fresh container (as a daily reminder and a link's page

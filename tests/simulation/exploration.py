@@ -56,8 +56,8 @@ from botocore.exceptions import ClientError
 
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore, next_version_id
+from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
-from cmstoken.rotation import budget as version_budget
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
@@ -222,7 +222,7 @@ def _counted(answer: dict[str, Any]) -> dict[str, Any]:
     near (checked here), so where it falls among other steps changes nothing, and a fault
     there is one at the claim that follows. The quota itself is tested on its own
     (``tests/unit/simulation/test_simulation_version_quota.py``)."""
-    room = version_budget.QUOTA - version_budget.RESERVE - version_budget.PER_REFRESH
+    room = version_budget.Writer.OUTSIDE.limit - version_budget.PER_REFRESH
     assert len(answer["Versions"]) < room, "a scenario came near the version quota"
     return answer
 

@@ -297,9 +297,11 @@ def replacing_bootstrap_writes() -> Iterator[None]:
     version (the rotator's writes are left as they are)."""
     original = credentials.CredentialVault.update_refresh
 
-    def update_refresh(self: Any, snapshot: Any, change: Any, deadline: float) -> Any:
+    def update_refresh(
+        self: Any, snapshot: Any, change: Any, deadline: float, *, checked: Any = None
+    ) -> Any:
         if _writer() != BOOTSTRAP:
-            return original(self, snapshot, change, deadline)
+            return original(self, snapshot, change, deadline, checked=checked)
         updated = change(snapshot.secret)
         if updated is None:
             return None

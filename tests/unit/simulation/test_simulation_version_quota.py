@@ -1,7 +1,7 @@
 """Issue 29, item 6: the refresh credential secret's version quota, on the model of Secrets
 Manager that enforces it as the PutSecretValue reference describes (``simulation.secretsmanager``;
 moto does not), with the real rotator. A refused write between a refresh and its store would
-lose the rotated refresh token; the rotator's version budget (``rotation.budget``) makes a
+lose the rotated refresh token; the version budget (``core.version_budget``) makes a
 refusal come before a refresh or not at all, and keeps a flood of forced refreshes within the
 quota whatever the requests, the scheduled refreshes going on."""
 
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from cmstoken.core import version_budget
 from cmstoken.core.errors import CredentialLostError, VersionQuotaError
 from cmstoken.core.triggers import QUEUED, RotationRequest
-from cmstoken.rotation import budget
+from cmstoken.core.version_budget import Writer
 from simulation.exploration import SCHEDULED
 from simulation.secretsmanager import QUOTA
 from simulation.world import HOUR, REFRESH_SECRET, World
@@ -64,7 +65,7 @@ def test_a_two_day_flood_stays_within_the_quota_and_loses_nothing(
     first, second = (
         versions_written(world, start + n * DAY, start + (n + 1) * DAY) for n in (0, 1)
     )
-    assert max(first, second) <= QUOTA - budget.RESERVE
+    assert max(first, second) <= Writer.OUTSIDE.limit + version_budget.SCHEDULE_DAY
     assert flood.skipped_for_budget > 0  # the budget, not the debounce, stopped the flood
     say(
         f"[quota] a forced run every 5 min for 2 days: {flood.refreshed} refreshes, "
@@ -78,7 +79,7 @@ def test_without_the_budget_the_flood_loses_the_credential(
 ) -> None:
     """Control, and the code before the budget: forced refreshes every ten minutes write two
     versions each until one claims the 100th and its store is refused after the refresh."""
-    monkeypatch.setattr(budget, "refusal", lambda versions, now, *, forced: None)
+    monkeypatch.setattr(version_budget, "refusal", lambda *args: None)
     world = World()
     world.seed()
     lost = None
@@ -114,7 +115,7 @@ def test_with_no_room_left_a_refresh_does_not_start(forced: bool) -> None:
         result = rotator.run(FORCED, deadline=world.clock.now() + 120)
         assert (result.outcome, "version budget" in str(result.reason)) == ("skipped", True)
     else:
-        with pytest.raises(VersionQuotaError, match="past Secrets Manager's quota of 100"):
+        with pytest.raises(VersionQuotaError, match="of Secrets Manager's 100 that may be"):
             rotator.run(SCHEDULED, deadline=world.clock.now() + 120)
     assert len(model.texts(REFRESH_SECRET)) == before
     assert world.newest_refresh_token() == current

@@ -9,10 +9,17 @@ from dataclasses import dataclass
 
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore
+from cmstoken.core import version_budget
 from cmstoken.core.clock import Clock
-from cmstoken.core.errors import DocumentError, StoreUnavailableError, VersionConflictError
+from cmstoken.core.errors import (
+    DocumentError,
+    StoreUnavailableError,
+    VersionConflictError,
+    VersionQuotaError,
+)
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from cmstoken.core.settings import Settings
+from cmstoken.core.version_budget import Writer
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +31,15 @@ STORE_DEADLINE_MARGIN = 1.0
 # The code of the StoreUnavailableError of a call not started because it could outlast the
 # deadline: no answer of AWS, so a report names the failure before it instead.
 INSUFFICIENT_TIME = "InsufficientTime"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A write counted against the version budget: who caused it, and what it is (for the
+    refusal's words)."""
+
+    writer: Writer
+    what: str
 
 
 @dataclass(frozen=True)
@@ -78,11 +94,15 @@ class CredentialVault:
         snapshot: Snapshot,
         change: Callable[[RefreshSecret], RefreshSecret | None],
         deadline: float,
+        *,
+        checked: Check | None = None,
     ) -> Snapshot | None:
         """Write ``change(document)``; when another writer came first, re-read and apply
         ``change`` to the newer document, at most ``MAX_MERGES`` times (then
         ``VersionConflictError``). ``change`` returning ``None`` abandons the update (and so does
-        this method)."""
+        this method). ``checked``: the write's version budget (writer, what), counted before
+        each attempt (``room``); ``None`` for a write that follows a spend (it is never
+        refused: every other action keeps room for it)."""
         for merge in range(MAX_MERGES + 1):
             if merge:
                 logger.info("refresh credential changed by another writer; merging")
@@ -90,6 +110,8 @@ class CredentialVault:
             updated = change(snapshot.secret)
             if updated is None:
                 return None
+            if checked is not None:
+                self.room(checked.writer, 1, checked.what, deadline)
             try:
                 return self.write_refresh(updated, snapshot.version_id, deadline)
             except VersionConflictError:
@@ -101,6 +123,19 @@ class CredentialVault:
         """Every version of the refresh credential secret: created when, and staged or not."""
         secret_id = self.settings.refresh_secret_id
         return self._call(lambda: self.store.versions(secret_id), deadline)
+
+    def room(self, writer: Writer, writes: int, what: str, deadline: float) -> None:
+        """``VersionQuotaError`` unless ``what``, an action of ``writer`` that may write
+        ``writes`` versions of the refresh credential, fits its version budget now. Counted
+        after the document it will replace was read: any other write since then makes that
+        write a conflict, so the count holds at the write."""
+        found = version_budget.refusal(
+            self.refresh_versions(deadline), self.clock.now(), writer, writes, what
+        )
+        if found is not None:
+            reason, frees_at = found
+            logger.warning("not started", extra={"reason": reason})
+            raise VersionQuotaError(reason, frees_at=frees_at)
 
     def read_published(self, deadline: float) -> ServiceTokenDocument | None:
         """The published service token document; ``None`` when empty or unreadable."""

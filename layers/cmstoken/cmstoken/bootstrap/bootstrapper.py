@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 from cmstoken.aws.documents import PendingAuthorization, RefreshSecret
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
-from cmstoken.aws.vault import CredentialVault
+from cmstoken.aws.vault import Check, CredentialVault
 from cmstoken.bootstrap import results
 from cmstoken.bootstrap.request import BootstrapRequest
 from cmstoken.bootstrap.states import Action, Event, begin, start_stage, step
 from cmstoken.core.clock import Clock, optional_iso, to_iso
 from cmstoken.core.settings import Settings
+from cmstoken.core.version_budget import PER_START, Writer
 
 if TYPE_CHECKING:
     from cmstoken.bootstrap.polling import Polling
@@ -120,6 +121,10 @@ class Bootstrapper:
         transition = step(start_stage(snapshot.secret, self.clock.now()), Event.START)
         if transition.action is Action.NOTHING:
             return _already_pending(snapshot.secret, link)
+        checked = Check(
+            Writer.OUTSIDE if link else Writer.INSIDE, "a link's start" if link else "a start"
+        )
+        self.vault.room(checked.writer, PER_START, checked.what, deadline)  # before the request
         pending = replace(self._device_code(free_trial, allow_new_identity), link=link)
         latest = [snapshot.secret]
 
@@ -127,7 +132,7 @@ class Bootstrapper:
             latest[0] = document
             return begin(document, pending, self.clock.now())
 
-        if self.vault.update_refresh(snapshot, store, deadline) is None:
+        if self.vault.update_refresh(snapshot, store, deadline, checked=checked) is None:
             return _already_pending(latest[0], link)  # another start came first: it stands
         # The user code is not logged: whoever reads the logs could approve it first.
         logger.info(

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws.documents import CandidateCredential, PendingAuthorization
-from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.aws.vault import Check, CredentialVault, Snapshot
 from cmstoken.bootstrap import results
 from cmstoken.bootstrap.approval import approval_of, store_approval
 from cmstoken.bootstrap.finishing import Finisher
@@ -28,6 +28,7 @@ from cmstoken.bootstrap.states import (
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import CmsTokenError
 from cmstoken.core.settings import Settings
+from cmstoken.core.version_budget import PER_POLL, Writer
 from cmstoken.upstream.service import ServiceClient
 
 if TYPE_CHECKING:
@@ -77,7 +78,14 @@ class Polling:
             assert secret.pending is not None
             if link is not None and secret.pending.link != link:
                 return results.pending_elsewhere(secret.pending)
-            return self._poll(snapshot, secret.pending, stop_at, deadline, allow_new_identity)
+            checked = (
+                Check(Writer.OUTSIDE, "a link's poll") if link else Check(Writer.INSIDE, "a poll")
+            )
+            # Before the device code is presented: its answer's writes must fit.
+            self.vault.room(checked.writer, PER_POLL, checked.what, deadline)
+            return self._poll(
+                snapshot, secret.pending, stop_at, deadline, allow_new_identity, checked
+            )
         if stage is Stage.CREDENTIAL:
             return self.finisher.resume(secret, deadline)
         return results.ending(step(Stage.NONE, Event.POLL))
@@ -89,8 +97,10 @@ class Polling:
         stop_at: float,
         deadline: float,
         allow_new_identity: bool,
+        checked: Check,
     ) -> dict[str, Any]:
-        """Poll the token endpoint on the stored schedule until an answer ends the wait."""
+        """Poll the token endpoint on the stored schedule until an answer ends the wait; the
+        schedule's and the forgetting's writes are counted as ``checked``."""
         # The device flow is loaded by start and poll only (not by a status query's cold start).
         from cmstoken.upstream.device_flow import DevicePoller, PollSchedule
         from cmstoken.upstream.identity import IdentityClient
@@ -115,11 +125,11 @@ class Polling:
             tokens = poller.run(stop_at=stop_at)
         except CmsTokenError as exc:
             transition = step(Stage.PENDING, poll_event(exc))
-            self._keep(transition, snapshot, pending, schedule, None, deadline)
+            self._keep(transition, snapshot, pending, schedule, None, deadline, checked)
             return results.ending(transition, error=exc)
         if tokens is None:
             still = step(Stage.PENDING, Event.STILL_PENDING)
-            self._keep(still, snapshot, pending, schedule, stop_at, deadline)
+            self._keep(still, snapshot, pending, schedule, stop_at, deadline, checked)
             return results.pending(pending, "not approved yet: poll again")
         allowed = allow_new_identity or pending.allow_new_identity
         return self._approved(snapshot, pending, tokens, deadline, allowed)
@@ -160,13 +170,14 @@ class Polling:
         schedule: PollSchedule,
         stop_at: float | None,
         deadline: float,
+        checked: Check,
     ) -> None:
         """Write what a poll's answer asks: forget the pending authorization (only that one; a
         newer start stays), or keep its schedule for the next invocation."""
         if transition.action is Action.FORGET_PENDING:
-            self._replace(snapshot, pending, None, deadline)
+            self._replace(snapshot, pending, None, deadline, checked)
         elif transition.action is Action.KEEP_SCHEDULE:
-            self._settle(snapshot, pending, schedule, stop_at, deadline)
+            self._settle(snapshot, pending, schedule, stop_at, deadline, checked)
 
     def _settle(
         self,
@@ -175,6 +186,7 @@ class Polling:
         schedule: PollSchedule,
         stop_at: float | None,
         deadline: float,
+        checked: Check,
     ) -> None:
         """Make sure the next invocation keeps to the interval, writing only when it must.
 
@@ -193,7 +205,7 @@ class Polling:
                 self.clock.sleep(schedule.next_poll_at - self.clock.now())
                 return
         updated = replace(pending, interval=schedule.interval, next_poll_at=schedule.next_poll_at)
-        self._replace(snapshot, pending, updated, deadline)
+        self._replace(snapshot, pending, updated, deadline, checked)
 
     def _replace(
         self,
@@ -201,8 +213,12 @@ class Polling:
         pending: PendingAuthorization,
         replacement: PendingAuthorization | None,
         deadline: float,
+        checked: Check,
     ) -> None:
         """Swap ``pending`` for ``replacement`` unless another start replaced it meanwhile."""
         self.vault.update_refresh(
-            snapshot, lambda document: replace_pending(document, pending, replacement), deadline
+            snapshot,
+            lambda document: replace_pending(document, pending, replacement),
+            deadline,
+            checked=checked,
         )

@@ -9,6 +9,7 @@ from cmstoken.aws.documents import PendingAuthorization, RefreshCredential
 from cmstoken.bootstrap.identity import short_identity
 from cmstoken.bootstrap.states import Event, Stage, Transition
 from cmstoken.core.clock import optional_iso, to_iso
+from cmstoken.core.errors import CmsTokenError, VersionQuotaError
 
 # "Approved and stored, but not finished in this invocation: poll again" (status pending).
 _APPROVED = "approved"
@@ -136,6 +137,16 @@ def ending(transition: Transition, **details: object) -> dict[str, Any]:
     if status == _APPROVED:
         return {"status": "pending", "approved": True, "message": text}
     return {"status": status, "message": text} | ({"retry": True} if key in RETRY else {})
+
+
+def failed(error: CmsTokenError) -> dict[str, Any]:
+    """The result of a start or poll that failed; one the version budget refused says when a
+    version ages out (``retry_at``, when one will)."""
+    result: dict[str, Any] = {"status": "failed", "message": str(error)}
+    if isinstance(error, VersionQuotaError):
+        result["reason"] = "version_budget"
+        result["retry_at"] = optional_iso(error.frees_at)
+    return result
 
 
 def refused_credential(error: object) -> dict[str, Any]:

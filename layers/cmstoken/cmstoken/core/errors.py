@@ -295,5 +295,10 @@ class CredentialLostError(RotationError):
 
 
 class VersionQuotaError(RotationError):
-    """A refresh not started: its writes would reach Secrets Manager's quota for the refresh
-    credential's versions (``rotation.budget``)."""
+    """An action not started (a refresh, a bootstrap start or poll): its writes would pass
+    what its caller may fill of Secrets Manager's quota for the refresh credential's versions
+    (``core.version_budget``). ``frees_at``: when a version ages out (``None``: none will)."""
+
+    def __init__(self, message: str, *, frees_at: float | None = None) -> None:
+        super().__init__(message)
+        self.frees_at = frees_at

@@ -55,12 +55,14 @@ from cmstoken.core.errors import (
     ReauthorizationRequiredError,
     RotationError,
     VersionConflictError,
+    VersionQuotaError,
 )
 from cmstoken.core.redaction import fingerprint
 from cmstoken.core.retry import RetryPolicy
 from cmstoken.core.settings import Settings
 from cmstoken.core.triggers import RotationRequest
-from cmstoken.rotation import budget, decisions
+from cmstoken.core.version_budget import PER_REFRESH, Writer
+from cmstoken.rotation import decisions
 from cmstoken.rotation.decisions import LeaseVerdict, RotationResult
 from cmstoken.rotation.publishing import Publisher
 from cmstoken.rotation.reauthorization import Reauthorization
@@ -196,10 +198,18 @@ class Rotator:
         ):
             reason = decisions.EXCHANGED_STORED
             return self._rotated(reason, self.publisher.publish(credential, raw, deadline, reason))
-        versions = self.vault.refresh_versions(deadline)  # the version budget; a takeover:
-        forced = request.forced and lease is not LeaseVerdict.TAKE_OVER  # never skipped
-        if (refusal := budget.refusal(versions, now, forced=forced)) is not None:
-            return self._skip(refusal, self.published)
+        # The version budget: a forced refresh is an outside caller's (a takeover finishes
+        # what a run of the schedule's or an outside caller's started, and is never skipped).
+        forced = request.forced and lease is not LeaseVerdict.TAKE_OVER
+        writer = Writer.OUTSIDE if forced else Writer.INSIDE
+        try:
+            self.vault.room(
+                writer, PER_REFRESH, "a forced refresh" if forced else "a refresh", deadline
+            )
+        except VersionQuotaError as exc:
+            if not forced:
+                raise
+            return self._skip(str(exc), self.published)
         late = decisions.too_late_refusal(
             now=self.clock.now(), deadline=deadline, guard=self.refresh_guard
         )
