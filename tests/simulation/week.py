@@ -22,9 +22,10 @@ Lambda, as documented (AWS Lambda Developer Guide):
   exponentially increasing intervals up to 5 minutes", until ``MaximumEventAgeInSeconds``.
 - "Using Lambda with Amazon SQS": the FIFO queue's content-based deduplication accepts a body
   sent in the last 5 minutes without delivering it; a message whose invocation is throttled or
-  fails stays invisible until its visibility timeout ends and is then received again, until its
-  retention period ends (no redrive policy: then it is gone); the event source mapping
-  processes each message "at least once" (here: every delivered message once more).
+  fails stays invisible until its visibility timeout ends and is then received again, until
+  the redrive policy moves it to its dead letter queue (past ``maxReceiveCount`` receives) or
+  its retention period ends; the event source mapping processes each message "at least once"
+  (here: every delivered message once more).
 
 Callers, all at once:
 
@@ -129,8 +130,9 @@ class Limits:
     max_event_age: float
     visibility_timeout: float
     retention: float
+    max_receive_count: int | None  # None: no redrive policy
+    failed_to: str | None  # the redrive policy's dead letter queue
     reminder_every: float
-    coalesced: bool
     expiry_alarm: float  # ExpiryAlarmThresholdSeconds
 
 
@@ -150,7 +152,7 @@ def limits() -> Limits:
     parameters = parameter_values()
     rotator = resources["RotatorFunction"]["Properties"]
     invoke = resources["RotatorFunctionEventInvokeConfig"]["Properties"]
-    queue = resources["RefreshRequestQueue"]["Properties"]
+    queue = wiring(resources)  # refresh requests coalesce in a FIFO queue, or this fails
     links = resources["LinksFunction"]["Properties"]["Environment"]["Variables"]
     reminder = resources["LinksFunctionReminder"]["Properties"]["ScheduleExpression"]
     return Limits(
@@ -161,10 +163,11 @@ def limits() -> Limits:
         bootstrap_timeout=float(resources["BootstrapFunction"]["Properties"]["Timeout"]),
         async_retries=int(invoke["MaximumRetryAttempts"]),
         max_event_age=float(invoke["MaximumEventAgeInSeconds"]),
-        visibility_timeout=float(queue.get("VisibilityTimeout", 30)),
-        retention=float(queue.get("MessageRetentionPeriod", 4 * DAY)),
+        visibility_timeout=queue.visibility_timeout,
+        retention=queue.retention,
+        max_receive_count=queue.max_receive_count,
+        failed_to=queue.failed_to,
         reminder_every=_rate(str(reminder)),
-        coalesced=wiring(resources).coalesced,
         expiry_alarm=float(parameters["ExpiryAlarmThresholdSeconds"]),
     )
 
@@ -462,6 +465,7 @@ class RotatorFunction:
 class Message:
     sent: float
     received: float | None = None
+    receives: int = 0
 
 
 class RefreshQueue:
@@ -494,7 +498,13 @@ class RefreshQueue:
         if message.received is not None and now < message.received + week.limits.visibility_timeout:
             week.engine.at(message.received + week.limits.visibility_timeout, self.deliver)
             return
-        message.received = now
+        message.received, message.receives = now, message.receives + 1
+        limit = week.limits.max_receive_count
+        if limit is not None and message.receives > limit:  # the redrive policy
+            self.messages.remove(message)
+            week.figures.dead_letters[str(week.limits.failed_to)] += 1
+            week.engine.at(now, self.deliver)
+            return
         self.in_flight = True
         self.attempt(message, duplicate=True)
 
@@ -805,12 +815,8 @@ class Week:
 
     def flood(self, at: float) -> None:
         """Members' requests, as fast as the queue takes them."""
-        if self.limits.coalesced:
-            self.queue.send()
-            every = DEDUPLICATION_SECONDS
-        else:  # straight to the rotator: one a ten seconds (kinder than EventBridge's rate)
-            self.rotator.invoke_async(FORCED, "request", at)
-            every = 10.0
+        self.queue.send()
+        every = DEDUPLICATION_SECONDS
         self.engine.at(at + every, lambda: self.flood(at + every))
 
     def remind(self, reason: str) -> None:

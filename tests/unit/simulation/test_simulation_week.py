@@ -159,18 +159,29 @@ def test_a_throttled_asynchronous_invocation_backs_off_up_to_five_minutes(
     assert week.figures.throttles >= 9
 
 
-def test_a_queued_request_throttled_past_its_retention_is_gone(
+def test_a_queued_request_throttled_throughout_ends_in_the_redrive_or_its_retention(
     stub_week: Stubbed,
 ) -> None:
     """The queue's message comes back after each visibility timeout while the rotator is
-    busy, and is gone at the end of its retention period (no redrive policy)."""
+    busy; past the redrive policy's receives it moves to its dead letter queue (without one,
+    it is gone at the end of its retention)."""
     week, runs = stub_week.week, stub_week.runs
-    free_at = week.clock.now() + limits().retention + 1
+    queue = limits()
+    if queue.max_receive_count is not None:
+        ends = queue.max_receive_count * queue.visibility_timeout
+    else:
+        ends = queue.retention
+    start = week.clock.now()
     week.rotator.running = 1
-    week.engine.at(free_at, lambda: setattr(week.rotator, "running", 0))
     week.queue.send()
-    week.engine.run(free_at + 1)
-    assert (runs, week.figures.messages_lost) == ([], 1)
+    week.engine.run(start + ends - 1)
+    assert (runs, dict(week.figures.dead_letters), week.figures.messages_lost) == ([], {}, 0)
+    week.engine.run(start + ends + 1)
+    assert runs == []
+    if queue.max_receive_count is not None:
+        assert dict(week.figures.dead_letters) == {str(queue.failed_to): 1}
+    else:
+        assert week.figures.messages_lost == 1
 
 
 def test_a_queued_request_that_fails_comes_back_after_the_visibility_timeout_and_runs_twice(
