@@ -6,8 +6,8 @@ the service token never expires, the credential is never lost, the operator's re
 succeeds, and no alarm reports a failure that did not happen.
 
 ``SIMULATION_BOUNDS=verify`` (``make verify``) runs the seven days across the warning window
-with the operator at several moments; the default (``make test``, ``make explore``) runs the
-two days from just before the warning, with the operator at the worst moment.
+with the operator at several moments; the default (``make test``, ``make explore``) runs two and
+a half days from six hours before the warning, with the operator at the worst moment.
 """
 
 from __future__ import annotations
