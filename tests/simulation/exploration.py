@@ -216,12 +216,14 @@ class Transition:
         return frozenset({"clock"}), frozenset({"idp", "service"})
 
 
-def _counted(answer: dict[str, Any]) -> dict[str, Any]:
-    """The rotator's count of the credential's versions (its version budget), made without a
-    scheduling point: its answer decides a refresh only near the quota, which no scenario comes
-    near (checked here), so where it falls among other steps changes nothing, and a fault
-    there is one at the claim that follows. The quota itself is tested on its own
-    (``tests/unit/simulation/test_simulation_version_quota.py``)."""
+def counted(answer: dict[str, Any]) -> dict[str, Any]:
+    """A writer's count of the credential's versions (the version budget of the rotator and
+    the bootstrap), made without a scheduling point: its answer decides an action only near the
+    outside callers' limit, which no scenario comes near (checked here), so where it falls among
+    other steps changes nothing, and a fault there is one at the write that follows. The quota
+    itself, with writers racing near it, is tested on its own
+    (``tests/unit/simulation/test_simulation_version_quota.py``,
+    ``tests/unit/simulation/test_simulation_version_race.py``)."""
     room = version_budget.Writer.OUTSIDE.limit - version_budget.PER_REFRESH
     assert len(answer["Versions"]) < room, "a scenario came near the version quota"
     return answer
@@ -415,7 +417,7 @@ class Harness(Scheduler):
         self, service: str, operation: str, act: Callable[[], Any], *, seconds: float = 0.0
     ) -> Any:
         if operation == "ListSecretVersionIds":
-            return _counted(act())
+            return counted(act())
         actor = cast(SimActor | None, getattr(self._local, "actor", None))
         target = ""
         if service == "secretsmanager":

@@ -198,18 +198,10 @@ class Rotator:
         ):
             reason = decisions.EXCHANGED_STORED
             return self._rotated(reason, self.publisher.publish(credential, raw, deadline, reason))
-        # The version budget: a forced refresh is an outside caller's (a takeover finishes
-        # what a run of the schedule's or an outside caller's started, and is never skipped).
+        # A takeover finishes what another run started: never skipped for the budget.
         forced = request.forced and lease is not LeaseVerdict.TAKE_OVER
-        writer = Writer.OUTSIDE if forced else Writer.INSIDE
-        try:
-            self.vault.room(
-                writer, PER_REFRESH, "a forced refresh" if forced else "a refresh", deadline
-            )
-        except VersionQuotaError as exc:
-            if not forced:
-                raise
-            return self._skip(str(exc), self.published)
+        if (refused := _budget_refusal(self.vault, forced, deadline)) is not None:
+            return self._skip(refused, self.published)
         late = decisions.too_late_refusal(
             now=self.clock.now(), deadline=deadline, guard=self.refresh_guard
         )
@@ -340,6 +332,19 @@ class Rotator:
             extra={"reason": reason, "expires_at": to_iso(published.expires_at)},
         )
         return decisions.rotated(reason, self.credential, self.published, refreshed=refreshed)
+
+
+def _budget_refusal(vault: CredentialVault, forced: bool, deadline: float) -> str | None:
+    """The version budget of a refresh: a forced one is an outside caller's, skipped (the
+    reason returned) when its writes do not fit; any other raises ``VersionQuotaError``."""
+    what, writer = ("a forced refresh", Writer.OUTSIDE) if forced else ("a refresh", Writer.INSIDE)
+    try:
+        vault.room(writer, PER_REFRESH, what, deadline)
+    except VersionQuotaError as exc:
+        if not forced:
+            raise
+        return str(exc)
+    return None
 
 
 def _log_rotated(
