@@ -136,7 +136,7 @@ def checkout_files(root: Path) -> list[str]:
     """The files of the checkout as they are in its working tree: what git tracks (but was not
     deleted) and what it does not ignore."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],  # noqa: S607 -- git on PATH
         cwd=root,
         capture_output=True,
         check=True,
@@ -170,7 +170,7 @@ def imported_from(copy: Path) -> list[str]:
         "for name in sys.argv[1:]:\n"
         "    print(name, importlib.import_module(name).__file__)\n"
     )
-    listed = subprocess.run(
+    listed = subprocess.run(  # noqa: S603 -- this interpreter, a fixed probe
         [sys.executable, "-c", probe, *IMPORTED],
         cwd=copy,
         env=environment(copy),
@@ -200,7 +200,7 @@ def run_tests(copy: Path, node_ids: Sequence[str], log: Path) -> Outcome:
     """Run the named tests in the copy, one process; which failed (in a test's call) and which
     errored (set-up, collection)."""
     report = copy.parent / f"{copy.name}.xml"
-    completed = subprocess.run(
+    completed = subprocess.run(  # noqa: S603 -- this interpreter's pytest, the doc's node ids
         [
             sys.executable,
             "-m",
@@ -226,7 +226,8 @@ def run_tests(copy: Path, node_ids: Sequence[str], log: Path) -> Outcome:
     failed: list[str] = []
     errors: list[str] = []
     if report.is_file():
-        for case in ET.parse(report).getroot().iter("testcase"):
+        # pytest's own report of this run, written in our temporary folder
+        for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314
             name = case.get("name", "?")
             if case.find("failure") is not None:
                 failed.append(name)
@@ -255,8 +256,12 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path) -> Result:
     broke = description(patch.read_text())
     copy = work / slug
     copy_checkout(ROOT, files, copy)
-    applied = subprocess.run(
-        ["git", "apply", str(patch)], cwd=copy, capture_output=True, text=True, check=False
+    applied = subprocess.run(  # noqa: S603 -- fixed arguments, a patch of this checkout
+        ["git", "apply", str(patch)],  # noqa: S607 -- git on PATH
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     try:
         if applied.returncode != 0:
@@ -331,8 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             said = EXIT_CODES.get(clean.code, f"pytest exited {clean.code}")
             broken = ", ".join(clean.failed + clean.errors)
             print(
-                f"bite: the named tests do not pass unbroken ({said}: {broken}; "
-                f"log: {clean.log})",
+                f"bite: the named tests do not pass unbroken ({said}: {broken}; log: {clean.log})",
                 file=sys.stderr,
             )
             keep = True
