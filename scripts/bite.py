@@ -179,7 +179,8 @@ def imported_from(copy: Path) -> list[str]:
         check=False,
     )
     if listed.returncode != 0:
-        return [f"the probe failed: {listed.stderr.strip().splitlines()[-1:]}"]
+        said = listed.stderr.strip().splitlines()
+        return [f"the probe failed ({said[-1] if said else listed.returncode})"]
     wrong = []
     for line in listed.stdout.splitlines():
         name, _, file = line.partition(" ")
@@ -259,14 +260,18 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path) -> Result:
     applied = subprocess.run(  # noqa: S603 -- fixed arguments, a patch of this checkout
         ["git", "apply", str(patch)],  # noqa: S607 -- git on PATH
         cwd=copy,
+        # The copy is no repository: git must not find one above it (a TMPDIR inside a
+        # checkout), where it would apply the patch relative to that one's top.
+        env={**os.environ, "GIT_CEILING_DIRECTORIES": str(copy.parent)},
         capture_output=True,
         text=True,
         check=False,
     )
     try:
         if applied.returncode != 0:
-            reason = applied.stderr.strip().splitlines()[:1]
-            return Result(row, slug, broke, None, f"the break does not apply: {reason}")
+            lines = applied.stderr.strip().splitlines()
+            reason = lines[0] if lines else f"git apply exited {applied.returncode}"
+            return Result(row, slug, broke, None, f"the break does not apply ({reason})")
         outcome = run_tests(copy, row.node_ids, work / f"{slug}.log")
     finally:
         shutil.rmtree(copy, ignore_errors=True)
@@ -350,7 +355,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         elapsed = time.monotonic() - started
         missed = [result for result in results if not result.caught]
-        print(f"\nbite: {len(results) - len(missed)} of {len(results)} rows bite ({elapsed:.0f} s)")
+        bitten = len({result.row for result in results})
+        print(
+            f"\nbite: {len(results) - len(missed)} of {len(results)} breaks caught, "
+            f"{bitten} rows ({elapsed:.0f} s)"
+        )
         if not args.row:
             pending = sum(1 for row in every if row.is_pending and not row.slugs)
             opened = sum(1 for row in every if row.is_open)
