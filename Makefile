@@ -19,7 +19,7 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
 
-.PHONY: help venv browser node ci-tools lint format unit integration template build package dist test explore verify demo bench cost emulator lock clean
+.PHONY: help venv browser node ci-tools lint format unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -152,7 +152,13 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
-verify: $(STAMP) ## The exploration at deeper bounds (about 30 min on 2 CPUs), printing the counts
+# Each row of docs/threat-model.md names a deliberate break of what holds it
+# (tests/bite/breaks/*.patch): scripts/bite.py applies each in a temporary copy of the checkout
+# (never in this tree) and requires the row's named tests to fail there. ROW=slug[,slug]: those alone.
+bite: $(STAMP) ## Apply each threat-model row's break in a copy; its named tests must fail (ROW=slug; about 8 min)
+	$(BIN)/python scripts/bite.py $(if $(ROW),--row $(ROW))
+
+verify: $(STAMP) bite ## make bite, then the exploration at deeper bounds (about 40 min on 2 CPUs), printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)

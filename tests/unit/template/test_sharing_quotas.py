@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from template_model import resolved_resources
+from template_model import resolved_resources, source
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "organisation.md"
 PARAMETER_VALUE_BYTES = 4096
@@ -75,6 +75,23 @@ def test_the_longest_lists_are_what_a_parameter_value_holds() -> None:
     assert all(re.fullmatch(r"[0-9]{12}", item) for item in ACCOUNTS.split(","))
     unit = r"o-[a-z0-9]{10,32}/r-[0-9a-z]{4,32}(/ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})+/\*?"
     assert all(re.fullmatch(unit, item) for item in UNITS.split(","))
+
+
+@pytest.mark.parametrize(
+    ("parameter", "items"),
+    [("ConsumerAccountIds", ACCOUNTS), ("ConsumerOrganizationalUnitPaths", UNITS)],
+)
+def test_the_templates_pattern_takes_no_item_shorter_than_the_longest_lists(
+    parameter: str, items: str
+) -> None:
+    """The longest lists are the template's: its pattern (read from template.yaml, not copied
+    here) takes their items and refuses each of them a character shorter, so that no parameter
+    value holds more items than the quotas below were measured with."""
+    pattern = source()["Parameters"][parameter]["AllowedPattern"]
+    item = items.split(",")[0]
+    assert re.fullmatch(pattern, item)
+    shorter = {item[:i] + item[i + 1 :] for i in range(len(item))}
+    assert [each for each in sorted(shorter) if re.fullmatch(pattern, each)] == []
 
 
 @pytest.mark.parametrize("longest", LONGEST)
