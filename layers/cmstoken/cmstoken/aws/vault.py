@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore
-from cmstoken.core import version_budget
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import (
     DocumentError,
@@ -19,7 +19,9 @@ from cmstoken.core.errors import (
 )
 from cmstoken.core.retry import RetryPolicy, call_with_retries
 from cmstoken.core.settings import Settings
-from cmstoken.core.version_budget import Writer
+
+if TYPE_CHECKING:
+    from cmstoken.core.version_budget import Writer
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +131,8 @@ class CredentialVault:
         ``writes`` versions of the refresh credential, fits its version budget now. Counted
         after the document it will replace was read: any other write since then makes that
         write a conflict, so the count holds at the write."""
+        from cmstoken.core import version_budget  # a writer's only: not a status's cold start
+
         found = version_budget.refusal(
             self.refresh_versions(deadline), self.clock.now(), writer, writes, what
         )

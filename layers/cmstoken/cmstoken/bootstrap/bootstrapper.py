@@ -35,7 +35,6 @@ from cmstoken.bootstrap.request import BootstrapRequest
 from cmstoken.bootstrap.states import Action, Event, begin, start_stage, step
 from cmstoken.core.clock import Clock, optional_iso, to_iso
 from cmstoken.core.settings import Settings
-from cmstoken.core.version_budget import PER_START, Writer
 
 if TYPE_CHECKING:
     from cmstoken.bootstrap.polling import Polling
@@ -121,6 +120,8 @@ class Bootstrapper:
         transition = step(start_stage(snapshot.secret, self.clock.now()), Event.START)
         if transition.action is Action.NOTHING:
             return _already_pending(snapshot.secret, link)
+        from cmstoken.core.version_budget import PER_START, Writer  # a start's only
+
         checked = Check(
             Writer.OUTSIDE if link else Writer.INSIDE, "a link's start" if link else "a start"
         )
