@@ -143,8 +143,11 @@ test: lint template build browser node ci-tools ## Every check: lint, types, tem
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
+# test_simulation_week.py: two and a half days across the warning window here, the whole week
+# (the operator at four moments) in `make verify`.
 EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
-  tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py
+  tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py \
+  tests/unit/simulation/test_simulation_week.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)

@@ -137,23 +137,40 @@ class Timeline:
         """Each alarm the template creates for these parameters (the rotation interval
         included), metric and composite, replayed over everything emitted so far: its state
         changes, in order, by logical id."""
-        resolver = Resolver(
-            parameter_values(RotationIntervalMinutes=self.interval_minutes, **parameters)
+        return replay(
+            self.datapoints,
+            start=self.start,
+            end=self.now,
+            RotationIntervalMinutes=self.interval_minutes,
+            **parameters,
         )
-        resources = transformed()["Resources"]
-        changes: dict[str, list[Transition]] = {}
-        for name, resource in of_type(resources, "AWS::CloudWatch::Alarm").items():
-            if resolver.present(resource):
-                properties = resolver.resolve(resource["Properties"])
-                spec = AlarmSpec.from_properties(name, properties)
-                points = self.datapoints.get(properties["MetricName"], [])
-                changes[name] = evaluate(spec, points, start=self.start, end=self.now)
-        children = {f"<{name}>": transitions for name, transitions in changes.items()}
-        for name, resource in of_type(resources, "AWS::CloudWatch::CompositeAlarm").items():
-            if resolver.present(resource):
-                rule = resolver.resolve(resource["Properties"])["AlarmRule"]
-                changes[name] = evaluate_composite(rule, children, start=self.start)
-        return changes
+
+
+def replay(
+    datapoints: dict[str, list[tuple[float, float]]],
+    *,
+    start: float,
+    end: float,
+    **parameters: Any,
+) -> dict[str, list[Transition]]:
+    """Each alarm the template creates for ``parameters`` (the defaults otherwise), metric and
+    composite, replayed from ``start`` to ``end`` over ``datapoints`` (by metric name: time,
+    value): its state changes, in order, by logical id."""
+    resolver = Resolver(parameter_values(**parameters))
+    resources = transformed()["Resources"]
+    changes: dict[str, list[Transition]] = {}
+    for name, resource in of_type(resources, "AWS::CloudWatch::Alarm").items():
+        if resolver.present(resource):
+            properties = resolver.resolve(resource["Properties"])
+            spec = AlarmSpec.from_properties(name, properties)
+            points = datapoints.get(properties["MetricName"], [])
+            changes[name] = evaluate(spec, points, start=start, end=end)
+    children = {f"<{name}>": transitions for name, transitions in changes.items()}
+    for name, resource in of_type(resources, "AWS::CloudWatch::CompositeAlarm").items():
+        if resolver.present(resource):
+            rule = resolver.resolve(resource["Properties"])["AlarmRule"]
+            changes[name] = evaluate_composite(rule, children, start=start)
+    return changes
 
 
 def alarmed(changes: dict[str, list[Transition]]) -> dict[str, int]:

@@ -146,7 +146,7 @@ def test_a_shared_stack_holds_its_key_its_bus_and_the_keys_use(deployer: Deploye
     assert target["Arn"] == queue
     assert target["SqsParameters"] == {"MessageGroupId": "refresh-requests"}
     assert target["DeadLetterConfig"]["Arn"].endswith(
-        ":" + stack.physical_id("RotationDeadLetterQueue").rsplit("/", 1)[-1]
+        ":" + stack.physical_id("UndeliveredRefreshRequestQueue").rsplit("/", 1)[-1]
     )
 
 

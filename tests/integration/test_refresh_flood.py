@@ -5,8 +5,11 @@ queue (content-based deduplication: SQS Developer Guide, "Exactly-once processin
 SQS": messages with the same deduplication ID sent within the 5-minute deduplication interval
 are accepted but not delivered), so the rotator's event source mapping runs it once; the
 schedule's invocations take another path (the rotator's ``EventInvokeConfig``), which the flood
-never reaches. What moto cannot run (Lambda's queue of asynchronous invocations, throttling, the
-schedule over days) is in ``tests/simulation/refresh_flood.py``."""
+never reaches. Issue 36, item 4: a request received 5 times and never deleted (every run
+failed) moves to the failed requests' queue, which moto's SQS does. What moto cannot run
+(Lambda's queue of asynchronous invocations, throttling, the visibility timeout against the
+function's, a FIFO queue's 300 sends a second and EventBridge's dead letters, the schedule over
+days) is in ``tests/simulation/refresh_flood.py``, on the documents it cites."""
 
 from __future__ import annotations
 
@@ -104,3 +107,46 @@ def test_ten_thousand_requests_in_a_burst_are_one_rotator_run(deployer: Deployer
             targets = events.list_targets_by_rule(Rule=rule["Name"], EventBusName=bus)["Targets"]
             assert rotator["FunctionArn"] not in [t["Arn"] for t in targets]
     say(f"[flood] {REQUESTS} refresh requests in a burst: {len(batches)} rotator run")
+
+
+def test_a_request_received_five_times_moves_to_the_failed_requests_queue(
+    deployer: Deployer,
+) -> None:
+    """SQS Developer Guide, "Using dead-letter queues": "When the ReceiveCount for a message
+    exceeds the maxReceiveCount for a queue, Amazon SQS moves the message to the dead-letter
+    queue". 5 receives, each of a run that failed (the message left, visible again at once here
+    instead of after 720 s), then the record in the stack's failed requests' queue."""
+    stack = deployer.deploy("cmstoken-failing", SHARED)
+    lambdas = server_client("lambda")
+    rotator = stack.physical_id("RotatorFunction")
+    (mapping,) = lambdas.list_event_source_mappings(FunctionName=rotator)["EventSourceMappings"]
+    lambdas.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    answer = server_client("events").put_events(Entries=[request("default")])
+    assert answer["FailedEntryCount"] == 0
+    sqs = server_client("sqs")
+    queue = stack.physical_id("RefreshRequestQueue")
+    failed = stack.physical_id("FailedRefreshRequestQueue")
+    attributes = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+    assert attributes["VisibilityTimeout"] == "720"
+    redrive = json.loads(attributes["RedrivePolicy"])
+    assert int(redrive["maxReceiveCount"]) == 5
+    failed_arn = sqs.get_queue_attributes(QueueUrl=failed, AttributeNames=["QueueArn"])
+    assert redrive["deadLetterTargetArn"] == failed_arn["Attributes"]["QueueArn"]
+    for _ in range(5):  # each run failed: nothing deletes the message
+        (message,) = sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0)["Messages"]
+        assert RotationRequest.from_event(json.loads(message["Body"])).forced
+    assert sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0).get("Messages", []) == []
+    (recorded,) = sqs.receive_message(QueueUrl=failed)["Messages"]
+    assert RotationRequest.from_event(json.loads(recorded["Body"])).forced
+    # The rules' undelivered requests go to a queue of their own, not the rotation failures'.
+    undelivered = sqs.get_queue_attributes(
+        QueueUrl=stack.physical_id("UndeliveredRefreshRequestQueue"), AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    events = server_client("events")
+    configs = [
+        target["DeadLetterConfig"]
+        for rule in events.list_rules(EventBusName="default")["Rules"]
+        for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+        if target["Arn"] == attributes["QueueArn"]
+    ]
+    assert configs == [{"Arn": undelivered}]

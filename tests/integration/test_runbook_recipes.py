@@ -34,17 +34,37 @@ STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 CRITICAL = json.dumps(
     {"level": "CRITICAL", "message": "rotated refresh token not stored", "aws_error": "KMS"}
 )
+# A request EventBridge could not deliver, as its dead letter queue holds it: EventBridge adds
+# message attributes naming the rule and the error, among others RULE_ARN and ERROR_CODE
+# (EventBridge User Guide, "Using dead-letter queues to process undelivered events"; paraphrased,
+# not quoted); moto's EventBridge sends no dead letters.
+RULE = "arn:aws:events:eu-central-2:123456789012:rule/tokens-refresh-requests/remote"
 
 
 @pytest.fixture
 def deployed(moto_server: str, tmp_path: Path) -> dict[str, str]:
     """The stack ``tokens`` in moto's server (outputs, a dead letter queue, its functions' log
     groups with a few records), and a shell's environment for it."""
-    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="tokens-dlq")
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName="tokens-dlq")
+    undelivered = sqs.create_queue(QueueName="tokens-undelivered-requests")["QueueUrl"]
+    failed = sqs.create_queue(
+        QueueName="tokens-failed-requests.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=undelivered,
+        MessageBody="{}",
+        MessageAttributes={
+            "RULE_ARN": {"DataType": "String", "StringValue": RULE},
+            "ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
+        },
+    )
     outputs = {
         "BootstrapFunctionName": "tokens-bootstrap",
         "RotatorFunctionName": "tokens-rotator",
         "RotationDeadLetterQueueUrl": queue["QueueUrl"],
+        "UndeliveredRefreshRequestQueueUrl": undelivered,
+        "FailedRefreshRequestQueueUrl": failed,
     }
     template = {
         "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
@@ -125,6 +145,17 @@ def test_the_dead_letter_queue_depth_of_the_silent_rotator_runbook(
         line for line in recipe("alarm-rotator-silent").splitlines() if line.startswith("aws ")
     ]
     assert json.loads(run(line, deployed)) == {"Attributes": {"ApproximateNumberOfMessages": "0"}}
+
+
+@AWS_CLI
+def test_the_refresh_request_queues_commands_show_their_depths_and_the_undelivered_rule(
+    deployed: dict[str, str],
+) -> None:
+    undelivered, failed, messages = recipe("refresh-request-queues").splitlines()
+    depth = {"Attributes": {"ApproximateNumberOfMessages": "1"}}
+    assert json.loads(run(undelivered, deployed)) == depth
+    assert json.loads(run(failed, deployed)) == {"Attributes": {"ApproximateNumberOfMessages": "0"}}
+    assert run(messages, deployed).split() == [RULE, "SDK_CLIENT_ERROR"]
 
 
 def test_every_aws_command_of_the_runbook_is_one_the_cli_has() -> None:

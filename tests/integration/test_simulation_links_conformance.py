@@ -58,6 +58,17 @@ link_ops = st.one_of(
     st.tuples(st.just("unuse"), st.sampled_from(("n1", "n2")), st.sampled_from(("p1", "p2"))),
     st.tuples(st.just("link_use"), st.sampled_from(("n1", "n2"))),
     st.tuples(st.just("started"), st.sampled_from(("n1", "n2")), st.sampled_from(TIMES)),
+    st.tuples(
+        st.just("take_over"),
+        st.sampled_from(("n1", "n2")),
+        st.sampled_from(TIMES),
+        st.sampled_from(TIMES),
+        st.sampled_from(("p1", "p2")),
+    ),
+    st.tuples(st.just("claim_follow"), st.sampled_from(("n1", "n2")), st.sampled_from(TIMES)),
+    st.tuples(st.just("followed"), st.sampled_from(("n1", "n2")), st.sampled_from(TIMES)),
+    st.tuples(st.just("release_follow"), st.sampled_from(("n1", "n2")), st.sampled_from(TIMES)),
+    st.tuples(st.just("sent_at"), st.sampled_from(("a", "b"))),
     st.tuples(st.just("claim"), st.sampled_from(("a", "b")), st.sampled_from(TIMES), st.just(DAY)),
     st.tuples(
         st.just("sent"),
@@ -85,6 +96,16 @@ def _call(state: LinkState, op: Op) -> Any:
         return state.link_use(op[1])
     if kind == "started":
         return state.link_started(op[1], now=op[2], expires_at=op[2] + DAY)
+    if kind == "take_over":
+        return state.take_over_link(op[1], now=op[2], used_at=op[3], press=op[4])
+    if kind == "claim_follow":
+        return state.claim_follow(op[1], now=op[2])
+    if kind == "followed":
+        return state.link_followed(op[1], now=op[2])
+    if kind == "release_follow":
+        return state.release_follow(op[1], claimed_at=op[2])
+    if kind == "sent_at":
+        return state.notice_sent_at(op[1])
     if kind == "claim":
         return state.claim_notice(op[1], now=op[2], every=op[3])
     if kind == "sent":

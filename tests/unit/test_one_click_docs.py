@@ -13,10 +13,12 @@ import template_model
 from cmstoken.aws.link_state import LEASE_SECONDS
 from cmstoken.cli.admin.command import build_parser
 from cmstoken.links import messages, tokens
-from cmstoken.links.notifying import LINK_LIFETIME
+from cmstoken.links.notifying import DAY, LINK_LIFETIME, OUTCOME_LINK_EVERY
 from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.refusals import Refusal
 from cmstoken.links.stack import Stack
+from cmstoken.links.stack_state import Need
+from cmstoken.links.web import PRESS_SECONDS
 from support import check_aws_command
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "one-click.md"
@@ -106,3 +108,16 @@ def test_the_warning_is_described_as_the_age_the_template_means() -> None:
     described = " ".join(TEXT.split())
     default = int(template_model.source()["Parameters"]["ReauthorizationWarningSeconds"]["Default"])
     assert f"`ReauthorizationWarningSeconds` old, {default // 86_400} days by default" in described
+
+
+def test_the_days_links_and_the_press_window_stated_are_the_codes() -> None:
+    flat = " ".join(TEXT.split())
+    assert OUTCOME_LINK_EVERY == DAY == 86_400
+    assert "brings a new link at most once in 24 hours" in flat
+    # a credential with authorized_at has these needs; the never-bootstrapped one is alone
+    needs = len(set(Need) - {Need.NOT_BOOTSTRAPPED})
+    assert f"so at most {needs}, on the day" in flat
+    assert f"**at most {needs + 1}; 2 while one need lasts**" in flat
+    assert f"starts at most {needs + 1} authorizations in any 24 hours" in flat
+    # PRESS_SECONDS is the template's timeout: test_link_presses
+    assert f"({PRESS_SECONDS} seconds, the function's timeout)" in flat

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from cmstoken.core.clock import parse_iso
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.link_tags import LINKS_ALIAS
-from harness import Stack
+from harness import REFRESH_SECRET, Stack
 from support import load_event
 
 pytestmark = pytest.mark.integration
@@ -127,3 +128,26 @@ def test_a_links_authorization_keeps_the_stacks_identity_and_is_the_links_alone(
     assert refused["status"] == "failed"
     assert "approved by a different identity" in refused["message"]
     assert stack.refresh_document().credential == credential
+
+
+def test_a_links_start_past_the_outside_callers_versions_is_refused_before_anything(
+    stack: Stack,
+) -> None:
+    """44 versions of the refresh credential in use (the most outside callers may fill,
+    docs/how-rotation-works.md, "The version budget"): a link's start is refused before any
+    write and before the identity provider is asked, saying when a version ages out; an
+    operator's start, whose room is kept from outside callers, still starts."""
+    stack.seed()
+    secret = REFRESH_SECRET
+    text = stack.secretsmanager.get_secret_value(SecretId=secret)["SecretString"]
+    while len(stack.secretsmanager.list_secret_version_ids(SecretId=secret)["Versions"]) < 44:
+        stack.secretsmanager.put_secret_value(SecretId=secret, SecretString=text)
+    before = stack.secretsmanager.get_secret_value(SecretId=secret)["VersionId"]
+    refused = through_links(stack, {"action": "start", "link": MINE})
+    assert (refused["status"], refused["reason"]) == ("failed", "version_budget")
+    assert "44 are in use, of the 44 that callers outside the stack may fill" in refused["message"]
+    assert parse_iso(refused["retry_at"]) > stack.clock.now()
+    assert stack.secretsmanager.get_secret_value(SecretId=secret)["VersionId"] == before
+    assert asked(stack, "device_code") == 0
+    started = stack.invoke("bootstrap", {"action": "start"})
+    assert started["status"] == "pending"

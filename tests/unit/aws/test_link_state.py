@@ -185,3 +185,44 @@ def test_a_released_notice_can_be_claimed_again_but_not_a_later_claim(client: An
     assert state.claim_notice("n", now=NOW + 1, every=DAY) is True
     state.release_notice("n", claimed_at=NOW)  # an older claim's release: the newer one stays
     assert state.claim_notice("n", now=NOW + 2, every=DAY) is False
+
+
+def test_a_dead_press_is_taken_over_once_and_never_after_a_start(client: Any) -> None:
+    """A press that used the link and started nothing (it died): of the presses that find
+    it, one takes the use over; none once the link started an authorization."""
+    state = LinkState(TABLE, client)
+    assert state.use_link(NONCE, now=NOW, expires_at=NOW + 3600, press=PRESS) is True
+    taken = [state.take_over_link(NONCE, now=NOW + 60, used_at=NOW, press=p) for p in "ab"]
+    assert taken == [True, False]
+    assert state.link_use(NONCE) == LinkUse(used_at=NOW + 60, started_at=None)
+    state.unuse_link(NONCE, press=PRESS)  # the dead press's use is no longer its own
+    assert items(client)[link_key(NONCE)]["press"] == {"S": "a"}
+    state.link_started(NONCE, now=NOW + 61, expires_at=NOW + 3600)
+    assert state.take_over_link(NONCE, now=NOW + 200, used_at=NOW + 60, press="c") is False
+    assert state.take_over_link(NONCE + "x", now=NOW, used_at=NOW, press="c") is False
+
+
+def test_a_poll_is_claimed_once_given_back_when_not_sent_and_lapses(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    assert state.claim_follow(NONCE, now=NOW) is False  # no such link used
+    state.use_link(NONCE, now=NOW, expires_at=NOW + 3600, press=PRESS)
+    assert [state.claim_follow(NONCE, now=NOW) for _ in range(2)] == [True, False]
+    state.release_follow(NONCE, claimed_at=NOW - 1)  # not this claim: it stays
+    assert state.claim_follow(NONCE, now=NOW + 1) is False
+    state.release_follow(NONCE, claimed_at=NOW)  # nothing was sent
+    assert state.claim_follow(NONCE, now=NOW + 2) is True
+    # a press that died holding the claim delays the poll by the lease only
+    assert state.claim_follow(NONCE, now=NOW + 2 + LEASE_SECONDS - 1) is False
+    assert state.claim_follow(NONCE, now=NOW + 2 + LEASE_SECONDS) is True
+    state.link_followed(NONCE, now=NOW + 100)
+    assert "follow_lease_until" not in items(client)[link_key(NONCE)]
+    assert state.claim_follow(NONCE, now=NOW + 1000) is False  # queued: never again
+
+
+def test_when_a_notice_was_last_sent_is_read_back(client: Any) -> None:
+    state = LinkState(TABLE, client)
+    assert state.notice_sent_at("n") is None
+    assert state.claim_notice("n", now=NOW, every=DAY) is True
+    assert state.notice_sent_at("n") is None  # claimed, not sent
+    state.notice_sent("n", claimed_at=NOW, now=NOW, every=DAY)
+    assert state.notice_sent_at("n") == NOW

@@ -20,6 +20,7 @@ LINK = m.Link(
     expires_at=epoch("2026-11-21T09:30:00Z"),
 )
 DEADLINE = epoch("2026-11-22T04:00:00Z")
+REMINDER = epoch("2026-11-21T08:15:00Z")  # the earliest the next daily reminder comes
 EXPECTED = "0a1b2c3d4e5f"
 APPROVING = "f5e4d3c2b1a0"
 
@@ -47,6 +48,15 @@ NOTICES: dict[str, m.Notice] = {
         expected_fingerprint=EXPECTED, approving_fingerprint=APPROVING
     ),
     "failed, no link": m.Failed(),
+    # an ending that brings no new link (one went with an ending in the last day)
+    "expired, link withheld": m.Expired(
+        withheld=m.Withheld(next_reminder_at=REMINDER), deadline=DEADLINE
+    ),
+    "denied, link withheld": m.Denied(withheld=m.Withheld(REMINDER), deadline=DEADLINE),
+    "identity-refused, link withheld, reminder due": m.IdentityRefused(
+        expected_fingerprint=EXPECTED, approving_fingerprint=APPROVING, withheld=m.Withheld()
+    ),
+    "failed, link withheld, reminder due": m.Failed(withheld=m.Withheld(), deadline=DEADLINE),
 }
 NEEDS = ("credential-refused", "never-bootstrapped", "warning-window")
 

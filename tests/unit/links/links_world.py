@@ -6,9 +6,11 @@ integration tests call the real one through Lambda's API)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -48,6 +50,9 @@ class Bootstrap:
     sent: list[dict[str, Any]] = field(default_factory=list)
     down: bool = False
     refuse_start: bool = False  # start fails (the provider or the stack's secret is busy)
+    delay: float = 0.0  # how long a start takes (the device code request), in real seconds
+    budget_spent: bool = False  # the version budget refuses a new start (core.version_budget)
+    frees_at: int | None = None  # when a version ages out, as such a refusal says
     now: int = NOW
 
     def call(self, payload: dict[str, Any]) -> Any:
@@ -57,7 +62,13 @@ class Bootstrap:
         if payload["action"] == "start":
             if self.refuse_start:
                 raise FunctionUnavailableError("cannot invoke bootstrap: ThrottlingException")
+            time.sleep(self.delay)
             if self.pending_until is None or self.pending_until <= self.now:
+                if self.budget_spent:  # results.failed of a VersionQuotaError
+                    retry_at = None if self.frees_at is None else to_iso(self.frees_at)
+                    message = "not started: outside callers may fill 44 versions"
+                    reason = {"reason": "version_budget", "retry_at": retry_at}
+                    return {"status": "failed", "message": message, **reason}
                 self.pending_until, self.pending_link = self.now + 900, payload["link"]
                 self.authorizations += 1
             elif self.pending_link != payload["link"]:
@@ -125,9 +136,44 @@ class World:
         return sorted(item[KEY]["S"] for item in items)
 
     def messages(self) -> list[dict[str, Any]]:
-        """The notices the topic sent to the queue (the ``sqs`` body: the facts)."""
-        found = self.clients["sqs"].receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10)
-        return [json.loads(json.loads(m["Body"])["Message"]) for m in found.get("Messages", [])]
+        """The notices the topic sent to the queue since the last call (the ``sqs`` body: the
+        facts), oldest first."""
+        sqs, facts = self.clients["sqs"], []
+        while found := sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10).get(
+            "Messages"
+        ):
+            for message in found:
+                facts.append(json.loads(json.loads(message["Body"])["Message"]))
+                sqs.delete_message(QueueUrl=self.queue, ReceiptHandle=message["ReceiptHandle"])
+        return facts
+
+    def counted(self, kind: str, now: int = NOW) -> int:
+        """How many ``start`` or ``poll`` the links' table counted in ``now``'s hour."""
+        key = {KEY: {"S": f"{kind}#{now - now % 3600}"}}
+        item = self.clients["dynamodb"].get_item(TableName="links", Key=key).get("Item")
+        return 0 if item is None else int(item["counted"]["N"])
+
+    def one_at_a_time(self) -> None:
+        """The links' table applies one call at a time, as DynamoDB applies the conditional
+        writes to an item (moto in-process takes no lock: threads could interleave inside
+        one call)."""
+        self.portal.table = LinkState("links", cast(Any, Serialized(self.clients["dynamodb"])))
+
+
+class Serialized:
+    """A client whose calls run one at a time."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.lock = client, threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def call(**request: Any) -> Any:
+            with self.lock:
+                return method(**request)
+
+        return call
 
 
 def tamper(link: str) -> str:

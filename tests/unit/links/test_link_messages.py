@@ -370,3 +370,45 @@ def test_a_refusal_code_must_be_a_short_code(error: str) -> None:
 def test_a_stack_must_have_the_shape_aws_gives_it(name: str, account: str, region: str) -> None:
     with pytest.raises(ValueError, match="is not of the expected form"):
         Stack(name=name, account=account, region=region)
+
+
+# -- an ending without a new link ----------------------------------------------------------------
+
+WITHHELD = {name: n for name, n in NOTICES.items() if n.withheld is not None}
+
+
+@pytest.mark.parametrize("notice", WITHHELD.values(), ids=WITHHELD.keys())
+def test_an_ending_without_a_new_link_says_so_when_the_reminder_brings_one_and_the_fallback(
+    notice: m.Notice,
+) -> None:
+    assert notice.withheld is not None
+    document = message(notice)
+    text, facts = document["email"], json.loads(document["sqs"])
+    flat = " ".join(text.split())
+    assert "No new link comes with this message" in flat
+    assert "at most once in 24 hours" in flat
+    reminder = notice.withheld.next_reminder_at
+    if reminder is None:
+        assert "the schedule's next daily run, within 24 hours" in flat
+        assert "nextReminderAt" not in facts
+    else:
+        assert f"first daily run after {to_iso(reminder)}" in flat
+        assert facts["nextReminderAt"] == to_iso(reminder)
+    assert facts["linkWithheld"] == "true"
+    assert "link" not in facts
+    assert "use the new link" not in (text + m.subject(STACK, notice))
+    line = f"Or from a terminal with AWS credentials for account {STACK.account}:"
+    assert build_parser().parse_args(command(text, line)).command == "bootstrap"
+    chat = json.loads(document["https"])
+    assert "No new link comes with this message" in chat["content"]["description"]
+    assert any(STACK.bootstrap_command in step for step in chat["content"]["nextSteps"])
+
+
+def test_the_subject_says_whether_a_new_link_comes() -> None:
+    assert m.subject(STACK, NOTICES["expired"]).endswith("code expired, use the new link")
+    assert m.subject(STACK, NOTICES["expired, link withheld"]).endswith("code expired, no new link")
+
+
+def test_a_notice_cannot_both_carry_a_link_and_say_none_comes() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        m.Expired(link=LINK, withheld=m.Withheld())

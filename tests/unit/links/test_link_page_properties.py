@@ -1,14 +1,12 @@
 """Whatever reaches the public URL, the links function answers one of its pages, starts
 nothing, reads no more than the signing key and does not say which stack it is (hypothesis:
-any method, path, headers and body, and any JSON as the event); and two
-presses of the same button at once start one authorization and use the link once."""
+any method, path, headers and body, and any JSON as the event). Presses of one button at once:
+test_link_presses."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import re
-import threading
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +20,6 @@ from unit.links.links_world import DOMAIN, NOW, STACK, World, world
 
 __all__ = ["world"]  # the fixture
 
-PROOF = re.compile(r'name="proof" value="([^"]+)"')
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=80)
 PATHS = st.one_of(
     TEXT.map(lambda text: "/" + text),
@@ -101,40 +98,3 @@ def near_events(draw: st.DrawFn) -> Any:
 def test_any_event_is_read_or_refused_by_name_never_with_a_crash(event: Any) -> None:
     with contextlib.suppress(ConfigurationError):  # refused by name: the only way out
         read_event(event)
-
-
-def test_two_presses_at_once_start_one_authorization_and_use_the_link_once(
-    world: World,
-) -> None:
-    link = world.link()
-    page = handle(Request("GET", f"/l/{link}", DOMAIN), world.portal, NOW)
-    proof = PROOF.search(page["body"])
-    assert proof is not None
-    barrier, answers = threading.Barrier(2), []
-    lock = threading.Lock()
-
-    def press() -> None:
-        request = Request(
-            "POST",
-            f"/l/{link}",
-            DOMAIN,
-            {"origin": f"https://{DOMAIN}"},
-            f"proof={proof[1]}".encode(),
-        )
-        barrier.wait()
-        answer = handle(request, world.portal, NOW)
-        with lock:
-            answers.append(answer)
-
-    presses = [threading.Thread(target=press) for _ in range(2)]
-    for thread in presses:
-        thread.start()
-    for thread in presses:
-        thread.join()
-    assert [answer["statusCode"] for answer in answers] == [200, 200]
-    assert all("WDJB-MJHT" in answer["body"] for answer in answers)  # the same authorization
-    assert world.bootstrap.pending_until == NOW + 900  # one pending, started once or reused
-    used = [item for item in world.table_items() if item.startswith("link#")]
-    assert len(used) == 1
-    assert world.bootstrap.calls.count("start") <= 2
-    assert len(world.bootstrap.sent) <= 2  # the poll queued by each press that started

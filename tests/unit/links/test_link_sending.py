@@ -1,7 +1,8 @@
 """Sending the links (no sockets): the notice of each need goes to the topic with a link that
 works, at most once a day for the same need of the same credential, never while an
 authorization is pending or when nothing is needed; the background poll's outcome is reported
-(with a fresh link when the need lasts), or polled again while pending. And the events that
+(with a fresh link when the need lasts, at most once a day: test_link_chain), or polled again
+while pending. And the events that
 invoke the function, read from the samples in events/."""
 
 from __future__ import annotations

@@ -597,7 +597,12 @@ RESOURCE_POLICIES: dict[str, dict[str, Any]] = {
             ),
         ),
     },
-    "RotationDeadLetterQueuePolicy": rules_send_to("RotationDeadLetterQueue", "DeadLetters"),
+    # The requests EventBridge could not deliver go to a queue of their own, which admits the two
+    # refresh rules' dead letters and nothing else; RotationDeadLetterQueue has no resource
+    # policy (the rotator's role and the schedule's role send there).
+    "UndeliveredRefreshRequestQueuePolicy": rules_send_to(
+        "UndeliveredRefreshRequestQueue", "Undelivered"
+    ),
     "AlarmTopicPolicy": {
         "Topics": [ref("AlarmTopic")],
         "PolicyDocument": document(

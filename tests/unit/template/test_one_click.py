@@ -60,7 +60,10 @@ ONE_CLICK_OUTPUTS = {"LinksUrl", "LinksFunctionName", "LinkSigningKeySecretArn",
 # the hash SAM appends): with the parameter off, the stack is exactly these, each resolving to
 # what it resolved to then (checked when the feature was added, for the defaults and with every
 # other optional resource on). Since issue 29 the refresh requests coalesce in a queue
-# (RefreshRequestQueue, its policy and the rotator's mapping) instead of the rule's permission.
+# (RefreshRequestQueue, its policy and the rotator's mapping) instead of the rule's permission;
+# since issue 36 the requests that kept failing and those EventBridge could not deliver have
+# queues of their own (FailedRefreshRequestQueue, UndeliveredRefreshRequestQueue and its policy),
+# and RotationDeadLetterQueue no policy.
 BEFORE = {
     "AlarmEmailSubscription",
     "AlarmTopic",
@@ -78,6 +81,7 @@ BEFORE = {
     "ExampleConsumerFunction",
     "ExampleConsumerLogGroup",
     "ExampleConsumerRole",
+    "FailedRefreshRequestQueue",
     "RefreshCredentialSecret",
     "RefreshCredentialSecretPolicy",
     "RefreshFamilyAgingAlarm",
@@ -85,7 +89,6 @@ BEFORE = {
     "RefreshRequestQueuePolicy",
     "RefreshRequestedRule",
     "RotationDeadLetterQueue",
-    "RotationDeadLetterQueuePolicy",
     "RotationFailingAlarm",
     "RotatorFunction",
     "RotatorFunctionEventInvokeConfig",
@@ -99,6 +102,8 @@ BEFORE = {
     "ServiceTokenExpiringAlarm",
     "ServiceTokenSecret",
     "SharedLayer",
+    "UndeliveredRefreshRequestQueue",
+    "UndeliveredRefreshRequestQueuePolicy",
 }
 OPTIONAL = {  # every other optional resource on
     "AlarmTopicKmsKey": "create",

@@ -1,7 +1,9 @@
 """Issue 29, item 5: refresh requests coalesce in a queue before they reach the rotator, so that
-the cost of N requests is bounded and the schedule's run never waits behind them (the burst and
-the day-long flood: tests/unit/simulation/test_simulation_refresh_flood.py on this wiring,
-tests/integration/test_refresh_flood.py on moto's CloudFormation); the debounce has a floor."""
+the cost of N requests is bounded (the burst and the day-long flood, and the scheduled run's
+delay behind them: tests/unit/simulation/test_simulation_refresh_flood.py on this wiring,
+tests/integration/test_refresh_flood.py on moto's CloudFormation); the debounce has a floor.
+Issue 36, item 4: the queue as AWS advises for a queue a function reads, with a record of the
+requests that kept failing."""
 
 from __future__ import annotations
 
@@ -42,31 +44,78 @@ def test_the_queue_accepts_one_request_in_five_minutes(resources: dict[str, Any]
 
 def test_the_rotator_takes_the_requests_one_batch_at_a_time(resources: dict[str, Any]) -> None:
     """The event source mapping reads the queue with the rotator's role; one message group, so
-    one batch in flight (SQS Developer Guide, FIFO message groups). Lambda refuses a mapping
-    whose queue's visibility timeout is shorter than the function's timeout (Lambda Developer
-    Guide, "Using Lambda with Amazon SQS", configuring a queue); a message a failed run left
-    comes back after it, until it is older than its retention."""
+    one batch in flight (SQS Developer Guide, FIFO message groups)."""
     mapping = resources["RotatorFunctionRefreshRequests"]["Properties"]
     assert mapping == {
         "BatchSize": 10,
         "EventSourceArn": {"Fn::GetAtt": ["RefreshRequestQueue", "Arn"]},
         "FunctionName": {"Ref": "RotatorFunction"},
     }
+
+
+def test_the_queue_follows_aws_advice_for_a_queue_a_function_reads(
+    resources: dict[str, Any],
+) -> None:
+    """Lambda Operator Guide, "Understanding SQS retries": "Set the queue's visibility timeout to
+    at least six times the function timeout value. This allows the function time to process each
+    batch of records if the function execution is throttled while processing a previous batch."
+    and "Set the maxReceiveCount on the source queue's redrive policy to at least 5. This
+    improves the chances of messages being processed before reaching the DLQ." A message is
+    received at most 5 times, a visibility timeout apart: its retention keeps it at least that
+    long, and the wait behind the group's earlier messages (measured in
+    tests/unit/simulation/test_simulation_refresh_flood.py)."""
     queue = resources["RefreshRequestQueue"]["Properties"]
     timeout = resources["RotatorFunction"]["Properties"]["Timeout"]
-    assert timeout < queue["VisibilityTimeout"] < 2 * timeout
-    assert queue["MessageRetentionPeriod"] == 600  # a request older than that is moot
+    assert queue["VisibilityTimeout"] >= 6 * timeout
+    redrive = queue["RedrivePolicy"]
+    assert redrive == {
+        "deadLetterTargetArn": {"Fn::GetAtt": ["FailedRefreshRequestQueue", "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    receives = redrive["maxReceiveCount"] * queue["VisibilityTimeout"]
+    assert queue["MessageRetentionPeriod"] > receives
 
 
-def test_the_queue_is_named_for_the_stack_and_fits_sqs_names() -> None:
-    """A FIFO queue's name ends ``.fifo`` and has at most 80 characters (SQS API reference,
-    CreateQueue, QueueName); the README limits stack names to 56 characters."""
+def test_requests_that_kept_failing_leave_a_record_of_their_own(resources: dict[str, Any]) -> None:
+    """A FIFO queue's dead letter queue is a FIFO queue ("a FIFO queue can only use a FIFO DLQ",
+    SQS Developer Guide, "Configure a dead-letter queue using the Amazon SQS console"); "For FIFO
+    queues, the enqueue timestamp resets when the message is moved to a dead-letter queue"
+    ("Setting-up dead-letter queue retention"): 14 days from the move. Only the requests' queue
+    may use it as its dead letter queue, and nothing sends to it (no policy)."""
+    failed = resources["FailedRefreshRequestQueue"]["Properties"]
+    assert failed["FifoQueue"] is True
+    assert (failed["MessageRetentionPeriod"], failed["SqsManagedSseEnabled"]) == (1209600, True)
+    values = Resolver(parameter_values())
+    values.values["AWS::StackName"] = "tokens"
+    allowed = values.resolve(failed["RedriveAllowPolicy"])
+    (source_queue,) = allowed.pop("sourceQueueArns")
+    assert allowed == {"redrivePermission": "byQueue"}
+    assert source_queue.endswith(":tokens-refresh-requests.fifo")
+    assert source_queue.startswith("arn:")
+    policies = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::SQS::QueuePolicy"
+        and {"Ref": "FailedRefreshRequestQueue"} in r["Properties"]["Queues"]
+    ]
+    assert policies == []
+
+
+@pytest.mark.parametrize(
+    ("queue", "suffix"),
+    [
+        ("RefreshRequestQueue", "-refresh-requests.fifo"),
+        ("FailedRefreshRequestQueue", "-failed-requests.fifo"),
+        ("UndeliveredRefreshRequestQueue", "-undelivered-requests"),
+    ],
+)
+def test_the_queues_are_named_for_the_stack_and_fit_sqs_names(queue: str, suffix: str) -> None:
+    """A queue's name has at most 80 characters, a FIFO queue's ends ``.fifo`` (SQS API
+    reference, CreateQueue, QueueName); the README limits stack names to 56 characters."""
     values = Resolver(parameter_values())
     values.values["AWS::StackName"] = "s" * 56
-    name = values.resolve(transformed()["Resources"]["RefreshRequestQueue"]["Properties"])[
-        "QueueName"
-    ]
-    assert name == "s" * 56 + "-refresh-requests.fifo"
+    name = values.resolve(transformed()["Resources"][queue]["Properties"])["QueueName"]
+    assert name == "s" * 56 + suffix
     assert len(name) <= 80
 
 

@@ -572,7 +572,7 @@ def test_refresh_requests_on_the_bus_coalesce_as_the_default_bus_requests_do() -
     assert rule["Targets"] == local["Targets"]
     assert [t["Arn"] for t in rule["Targets"]] == ["<RefreshRequestQueue.Arn>"]
     for policy, queue, sid in (
-        ("RotationDeadLetterQueuePolicy", "RotationDeadLetterQueue", "DeadLetters"),
+        ("UndeliveredRefreshRequestQueuePolicy", "UndeliveredRefreshRequestQueue", "Undelivered"),
         ("RefreshRequestQueuePolicy", "RefreshRequestQueue", "Requests"),
     ):
         statements = found[policy]["Properties"]["PolicyDocument"]["Statement"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -434,7 +435,9 @@ def test_refresh_requests_from_any_source_of_this_account_coalesce_for_the_rotat
     }
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["RefreshRequestQueue", "Arn"]}
-    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {
+        "Fn::GetAtt": ["UndeliveredRefreshRequestQueue", "Arn"]
+    }
     permissions = of_type(resources, "AWS::Lambda::Permission").values()
     on_the_rotator = [
         p for p in permissions if p["Properties"]["FunctionName"] == {"Ref": "RotatorFunction"}
@@ -629,23 +632,42 @@ def test_the_dead_letter_queue_admits_only_the_refresh_rules_dead_letters(
 ) -> None:
     """EventBridge delivers a rule target's dead letters only if the queue's policy lets
     events.amazonaws.com send them, for that rule (EventBridge User Guide, "Using dead-letter
-    queues to process undelivered events", granting permissions to the dead-letter queue)."""
-    policy = resources["RotationDeadLetterQueuePolicy"]
-    assert policy["Properties"]["Queues"] == [{"Ref": "RotationDeadLetterQueue"}]
+    queues to process undelivered events", granting permissions to the dead-letter queue). The
+    refresh rules' queue is one of their own, never RotationDeadLetterQueue (the rotator's
+    failures, which the runbook reads): a member's flood beyond the requests' queue's 300 sends a
+    second ends there. No alarm watches it, or the queue of requests that kept failing: neither
+    is a rotation failure, and a flood must not page anyone."""
+    policy = resources["UndeliveredRefreshRequestQueuePolicy"]
+    assert policy["Properties"]["Queues"] == [{"Ref": "UndeliveredRefreshRequestQueue"}]
     # The rule of refresh requests from other accounts has its own statement (test_sharing.py).
     statement, remote = policy["Properties"]["PolicyDocument"]["Statement"]
     assert remote["Fn::If"][0] == "ShareAcrossAccounts"
     assert statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert statement["Action"] == "sqs:SendMessage"
-    assert statement["Resource"] == {"Fn::GetAtt": ["RotationDeadLetterQueue", "Arn"]}
+    assert statement["Resource"] == {"Fn::GetAtt": ["UndeliveredRefreshRequestQueue", "Arn"]}
     assert statement["Condition"] == {
         "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["RefreshRequestedRule", "Arn"]}}
     }
-    rule = resources["RefreshRequestedRule"]["Properties"]
-    assert {t["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for t in rule["Targets"]} == {
-        "RotationDeadLetterQueue"
-    }
+    for rule in ("RefreshRequestedRule", "RemoteRefreshRequestedRule"):
+        targets = resources[rule]["Properties"]["Targets"]
+        assert {t["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for t in targets} == {
+            "UndeliveredRefreshRequestQueue"
+        }
+    # Nothing but the rotator's role and the schedule's role sends to the rotation queue.
+    policies = of_type(resources, "AWS::SQS::QueuePolicy").values()
+    rotation = {"Ref": "RotationDeadLetterQueue"}
+    assert [p for p in policies if rotation in p["Properties"]["Queues"]] == []
+    # A standard queue ("EventBridge DLQs are standard Amazon SQS queues"), kept 14 days, encrypted.
+    queue = resources["UndeliveredRefreshRequestQueue"]["Properties"]
+    assert "FifoQueue" not in queue
+    assert queue["QueueName"] == {"Fn::Sub": "${AWS::StackName}-undelivered-requests"}
+    assert (queue["MessageRetentionPeriod"], queue["SqsManagedSseEnabled"]) == (1209600, True)
+    assert queue["RedriveAllowPolicy"] == {"redrivePermission": "denyAll"}
+    # No alarm on either queue of the requests.
+    quiet = {"UndeliveredRefreshRequestQueue", "FailedRefreshRequestQueue", "RefreshRequestQueue"}
+    for name, alarm in of_type(resources, "AWS::CloudWatch::Alarm").items():
+        assert not any(f'"{queue}"' in json.dumps(alarm) for queue in quiet), name
 
 
 @pytest.mark.parametrize(("reserved", "one_at_a_time"), [("1", True), ("0", False)])

@@ -1,9 +1,10 @@
-"""DynamoDB adapter for the re-authorization links' state: which links were used, when each
-need was last notified (and who is notifying it now), and how many authorizations links
-started, and polls they queued, in the current hour.
+"""DynamoDB adapter for the re-authorization links' state: which links were used (by which
+press, and whether a poll of what they started was queued), when each need was last notified
+(and who is notifying it now), and how many authorizations links started, and polls they
+queued, in the current hour.
 
-Every decision is one conditional write, so two invocations that race (a double click, a
-notice sent by two runs at once) cannot both win, and nothing is read first. Items expire
+Every decision is one conditional write, so two invocations that race (presses of one link,
+a notice sent by two runs at once) cannot both win, and nothing is read first. Items expire
 through the table's TTL attribute ``ttl`` (epoch seconds; a reserved word in expressions, so
 every attribute is named through ``ExpressionAttributeNames``); DynamoDB deletes expired items
 only eventually (usually within days), so each condition also compares the times itself.
@@ -40,13 +41,11 @@ _TRANSIENT_CODES = frozenset({"TransactionConflictException"})
 
 @dataclass(frozen=True)
 class LinkUse:
-    """When a link was pressed (``None``: that press gave the use back), when it started an
-    authorization (``None``: not yet, or never: the press failed or died before), and when a
-    background poll of it was queued (``None``: none was, or its sending failed)."""
+    """When a link was pressed (``None``: that press gave the use back) and when it started
+    an authorization (``None``: not yet, or never: the press failed or died before)."""
 
     used_at: int | None
     started_at: int | None
-    followed_at: int | None = None
 
 
 def link_key(nonce: str) -> str:
@@ -96,15 +95,72 @@ class LinkState:
             ExpressionAttributeValues={":now": _n(now), ":ttl": _n(expires_at)},
         )
 
+    def take_over_link(self, nonce: str, *, now: int, used_at: int, press: str) -> bool:
+        """Record the link ``nonce`` as used by ``press`` at ``now`` in place of the press that
+        used it at ``used_at`` and started nothing (it failed or died); ``False`` when another
+        press took it over first, or the link started an authorization meanwhile."""
+        return self._write(
+            "update_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            UpdateExpression="SET #used = :now, #press = :press",
+            ConditionExpression="#used = :before AND attribute_not_exists(#started)",
+            ExpressionAttributeNames={
+                "#used": "used_at",
+                "#press": "press",
+                "#started": "started_at",
+            },
+            ExpressionAttributeValues={
+                ":now": _n(now),
+                ":press": {"S": press},
+                ":before": _n(used_at),
+            },
+        )
+
+    def claim_follow(self, nonce: str, *, now: int) -> bool:
+        """Take the right to queue the background poll of what the link ``nonce`` started:
+        ``True`` when none was queued and no other press is queueing one (a claim lapses after
+        ``LEASE_SECONDS``). The caller then calls ``link_followed``, else ``release_follow``."""
+        return self._write(
+            "update_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            UpdateExpression="SET #lease = :until",
+            ConditionExpression=(
+                "attribute_exists(#key) AND attribute_not_exists(#followed) "
+                "AND (attribute_not_exists(#lease) OR #lease <= :now)"
+            ),
+            ExpressionAttributeNames={
+                "#key": KEY,
+                "#followed": "followed_at",
+                "#lease": "follow_lease_until",
+            },
+            ExpressionAttributeValues={":until": _n(now + LEASE_SECONDS), ":now": _n(now)},
+        )
+
     def link_followed(self, nonce: str, *, now: int) -> None:
         """Record that a background poll of what the link ``nonce`` started was queued."""
         self._write(
             "update_item",
             Key={KEY: {"S": link_key(nonce)}},
-            UpdateExpression="SET #followed = :now",
+            UpdateExpression="SET #followed = :now REMOVE #lease",
             ConditionExpression="attribute_exists(#key)",
-            ExpressionAttributeNames={"#followed": "followed_at", "#key": KEY},
+            ExpressionAttributeNames={
+                "#followed": "followed_at",
+                "#key": KEY,
+                "#lease": "follow_lease_until",
+            },
             ExpressionAttributeValues={":now": _n(now)},
+        )
+
+    def release_follow(self, nonce: str, *, claimed_at: int) -> None:
+        """Give back the claim to queue the poll of the link ``nonce`` taken at ``claimed_at``
+        (nothing was queued), so that a press again queues it; a later claim is left alone."""
+        self._write(
+            "update_item",
+            Key={KEY: {"S": link_key(nonce)}},
+            UpdateExpression="REMOVE #lease",
+            ConditionExpression="#lease = :until",
+            ExpressionAttributeNames={"#lease": "follow_lease_until"},
+            ExpressionAttributeValues={":until": _n(claimed_at + LEASE_SECONDS)},
         )
 
     def unuse_link(self, nonce: str, *, press: str) -> None:
@@ -129,11 +185,11 @@ class LinkState:
         item = answer.get("Item")
         if item is None:
             return None
-        used, started, followed = (
+        used, started = (
             None if item.get(name) is None else int(item[name]["N"])
-            for name in ("used_at", "started_at", "followed_at")
+            for name in ("used_at", "started_at")
         )
-        return LinkUse(used_at=used, started_at=started, followed_at=followed)
+        return LinkUse(used_at=used, started_at=started)
 
     def claim_notice(self, need: str, *, now: int, every: int) -> bool:
         """Take the right to send the notice of ``need`` now: ``True`` when it was not sent in
@@ -157,6 +213,18 @@ class LinkState:
                 ":now": _n(now),
             },
         )
+
+    def notice_sent_at(self, need: str) -> int | None:
+        """When the notice of ``need`` was last recorded as sent (a strongly consistent
+        read); ``None``: never, or its record expired."""
+        try:
+            answer = self.client.get_item(
+                TableName=self.table, Key={KEY: {"S": "notice#" + need}}, ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise link_state_error(exc, self.table) from exc
+        sent = answer.get("Item", {}).get("sent_at")
+        return None if sent is None else int(sent["N"])
 
     def notice_sent(self, need: str, *, claimed_at: int, now: int, every: int) -> bool:
         """Record the notice of ``need`` (claimed at ``claimed_at``) as sent at ``now``;

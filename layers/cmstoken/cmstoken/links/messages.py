@@ -53,6 +53,28 @@ class Link:
             raise ValueError("link URL is not of the expected form")
 
 
+@dataclass(frozen=True)
+class Withheld:
+    """An ending reported without a new link (one went with an ending in the last 24 hours):
+    ``next_reminder_at``, the earliest the next daily reminder brings one (``None``: the
+    schedule's next run)."""
+
+    next_reminder_at: float | None = None
+
+    def sentence(self) -> str:
+        """What the notice says instead of a link."""
+        when = (
+            "the schedule's next daily run, within 24 hours"
+            if self.next_reminder_at is None
+            else f"the schedule's first daily run after {to_iso(self.next_reminder_at)}"
+        )
+        return (
+            "No new link comes with this message: an authorization started from a link that "
+            "ends unapproved brings a new link at most once in 24 hours. While "
+            f"re-authorization is still needed, the daily reminder brings one, the next at {when}."
+        )
+
+
 class Story(NamedTuple):
     """What a notice says: its kind, a subject's few words, the first line, the rest, and the
     facts of its kind (camelCase names)."""
@@ -68,11 +90,13 @@ class Story(NamedTuple):
 class Notice:
     """A need (with a link to act on) or an outcome: one of the kinds below. Its texts are
     templates filled with ``{by}`` (``by DATE`` or ``now``), ``{still}`` and ``{next}`` (the
-    deadline as a sentence, when there is one) and its string fields: an ``error`` code or
-    identity fingerprints, each checked for its form (``ValueError``)."""
+    deadline as a sentence, when there is one), ``{again}`` and ``{use}`` (the new link, or
+    why none comes: ``withheld``) and its string fields: an ``error`` code or identity
+    fingerprints, each checked for its form (``ValueError``)."""
 
     link: Link | None = None
     deadline: float | None = None
+    withheld: Withheld | None = None
     kind: ClassVar[str]
     short: ClassVar[str]
     headline: ClassVar[str]
@@ -81,6 +105,8 @@ class Notice:
     def __post_init__(self) -> None:
         if type(self) is Notice:
             raise TypeError("a notice is one of the kinds of Notice")
+        if self.link is not None and self.withheld is not None:
+            raise ValueError("a notice carries a link or says it is withheld, not both")
         for name, value in vars(self).items():
             if isinstance(value, str):
                 pattern = _ERROR if name == "error" else _FINGERPRINT
@@ -95,11 +121,22 @@ class Notice:
         words["next"] = f" The next re-authorization is due by {at}." if at else ""
         identity = fields.get("identity_fingerprint")
         words["by_whom"] = f" by identity {identity}" if identity else ""
+        words["again"] = self._again()
+        words["use"] = (
+            ", use the new link" if self.link else ", no new link" if self.withheld else ""
+        )
         facts = {re.sub(r"_([a-z])", lambda m: m[1].upper(), k): v for k, v in fields.items()}
         short, headline, explanation = (
-            text.format(**words) for text in (self.short, self.headline, self.explanation)
+            " ".join(text.format(**words).split())
+            for text in (self.short, self.headline, self.explanation)
         )
         return Story(self.kind, short, headline, explanation, facts)
+
+    def _again(self) -> str:
+        """How to start again: with the new link, or why there is none."""
+        if self.link is not None:
+            return "Start again with the new link."
+        return "" if self.withheld is None else self.withheld.sentence()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,18 +209,17 @@ class Denied(Notice):
     kind = "denied"
     short = "re-authorization denied"
     headline = "Re-authorization denied at the identity provider: nothing changed."
-    explanation = "Nobody approved the code.{still}"
+    explanation = "Nobody approved the code. {again}{still}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Expired(Notice):
-    """Outcome: the code expired before anyone approved it; ``link`` is a fresh one."""
+    """Outcome: the code expired before anyone approved it; ``link``: a fresh one."""
 
-    link: Link
     kind = "expired"
-    short = "code expired, use the new link"
+    short = "code expired{use}"
     headline = "Re-authorization not completed: the code expired unapproved; nothing changed."
-    explanation = "Start again with the new link.{still}"
+    explanation = "{again}{still}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +238,7 @@ class IdentityRefused(Notice):
     )
     explanation = (
         "Approve as the expected identity; to switch the stack to another identity "
-        "on purpose, add --new-identity to the command below.{still}"
+        "on purpose, add --new-identity to the command below. {again}{still}"
     )
 
 
@@ -213,12 +249,12 @@ class Failed(Notice):
     service, or the stack could not finish it in time); ``link``: a fresh one."""
 
     kind = "failed"
-    short = "re-authorization failed, use the new link"
+    short = "re-authorization failed{use}"
     headline = (
         "Re-authorization not completed: the stack could not finish the authorization; the "
         "current credential is unchanged."
     )
-    explanation = "Start again with the new link; the stack's status command says more.{still}"
+    explanation = "{again} The stack's status command says more.{still}"
 
 
 class PublishRequest(TypedDict):
@@ -319,6 +355,10 @@ def _facts(stack: Stack, notice: Notice) -> dict[str, str]:
         facts["deadline"] = to_iso(notice.deadline)
     if notice.link is not None:
         facts |= {"link": notice.link.url, "linkExpiresAt": to_iso(notice.link.expires_at)}
+    if notice.withheld is not None:
+        facts["linkWithheld"] = "true"
+        if notice.withheld.next_reminder_at is not None:
+            facts["nextReminderAt"] = to_iso(notice.withheld.next_reminder_at)
     return facts | story.facts
 
 

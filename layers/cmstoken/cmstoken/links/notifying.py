@@ -1,6 +1,7 @@
 """Sending the links: a notice of what the stack needs (when an alarm goes off, then once a
 day while the need lasts, never after a new authorization), and the outcome of an
-authorization started from a link (the bootstrap's background poll)."""
+authorization started from a link (the bootstrap's background poll), with a new link at most
+once a day per credential."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ logger = logging.getLogger(__name__)
 DAY = 86_400
 LINK_LIFETIME = DAY
 AUTHORIZED_EVERY = 30 * DAY  # an authorization is reported once (its binding is new)
+# An ending of an authorization a link started brings a new link at most once in this time
+# per credential: whoever holds one message cannot chain links (press, let the code expire,
+# press the next link) beyond the daily reminder's and this one.
+OUTCOME_LINK_EVERY = DAY
+_ENDINGS = ("denied", "expired", "failed")
 # The bootstrap's words for an approval by another identity (bootstrap/identity.py).
 _OTHER_IDENTITY = re.compile(
     r"approved by a different identity \(([0-9a-f]{8,16})\) than the one this stack is "
@@ -44,6 +50,8 @@ class NoticePortal(Protocol):
     def notice_sent(self, need: str, now: int, every: int) -> None: ...
 
     def release_notice(self, need: str, now: int) -> None: ...
+
+    def last_sent(self, need: str) -> int | None: ...
 
     def publish(self, request: messages.PublishRequest) -> str: ...
 
@@ -75,7 +83,7 @@ class Notices:
             return "nothing needed"
         if state.pending_at(now) is not None:
             return "an authorization is pending"
-        claim = f"{need.value}#{state.binding}"
+        claim = _reminder(need, state)
         return self._once(claim, DAY, now, lambda: self._need(need, state, now), need.value)
 
     def _need(self, need: Need, state: StackState, now: int) -> messages.Notice:
@@ -93,7 +101,10 @@ class Notices:
         """Report how the background poll of what the link tagged ``tag`` started ended
         (``result``: its result, ``None`` when the invocation failed); poll again while it can
         still finish. A credential that works once the poll ended is reported once, as
-        authorized, however many polls end on it."""
+        authorized, however many polls end on it. An ending while re-authorization is still
+        needed brings a new link at most once in ``OUTCOME_LINK_EVERY`` per credential (a
+        claim in the links' table); otherwise its notice says none comes, and when the daily
+        reminder brings one."""
         result = result if isinstance(result, dict) else {"status": "failed"}
         status = result.get("status")
         state = self.portal.state()
@@ -117,33 +128,35 @@ class Notices:
                 self.portal.follow(tag)
                 return f"outcome {status}: polling again"
             status = "failed"  # polled as often as the stack allows: a person takes over
-        link = None if need is None else self.link(state, now)
-        deadline = state.reauthorize_by if need is not Need.REFUSED else state.token_expires_at
-        notice = self._ending(status, result, link, deadline)
-        if notice is None:
+        if status not in _ENDINGS or (need is None and status != "denied"):
             return f"outcome {status or 'unknown'}: not reported"
-        self.portal.publish(messages.publish_request(self.portal.stack, notice))
-        return f"outcome {status}: sent"
+        if need is None:  # nothing needed any more: no link
+            self._publish(messages.Denied(deadline=state.reauthorize_by))
+            return f"outcome {status}: sent"
+        return self._ended(status, result, need, state, now)
 
-    def _ending(
-        self, status: Any, result: dict[str, Any], link: messages.Link | None, deadline: int | None
-    ) -> messages.Notice | None:
-        """The notice of an authorization that ended without replacing the credential."""
-        if status == "denied":
-            return messages.Denied(link=link, deadline=deadline)
-        if status == "expired" and link is not None:
-            return messages.Expired(link=link, deadline=deadline)
-        if status != "failed" or link is None:
-            return None
-        refused = _OTHER_IDENTITY.search(str(result.get("message", "")))
-        if refused is not None:
-            return messages.IdentityRefused(
-                approving_fingerprint=refused[1],
-                expected_fingerprint=refused[2],
-                link=link,
-                deadline=deadline,
-            )
-        return messages.Failed(link=link, deadline=deadline)
+    def _ended(
+        self, status: str, result: dict[str, Any], need: Need, state: StackState, now: int
+    ) -> str:
+        """Report an authorization that ended unapproved while ``need`` lasts: with a new
+        link when none went with an ending in the last ``OUTCOME_LINK_EVERY``, otherwise saying
+        that none comes and when the daily reminder brings one."""
+        deadline = state.reauthorize_by if need is not Need.REFUSED else state.token_expires_at
+        claim = f"outcome-link#{state.binding}"
+        what = f"outcome {status}"
+        if self.portal.claim_notice(claim, now, OUTCOME_LINK_EVERY):
+
+            def ending() -> messages.Notice:
+                return _ending(status, result, deadline, link=self.link(state, now))
+
+            return self._send_claimed(claim, OUTCOME_LINK_EVERY, now, ending, what)
+        sent = self.portal.last_sent(_reminder(need, state))
+        withheld = messages.Withheld(sent + DAY if sent is not None and sent + DAY > now else None)
+        self._publish(_ending(status, result, deadline, withheld=withheld))
+        return f"{what}: sent without a link (an ending brought one in the last day)"
+
+    def _publish(self, notice: messages.Notice) -> None:
+        self.portal.publish(messages.publish_request(self.portal.stack, notice))
 
     def _once(
         self, claim: str, every: int, now: int, notice: Callable[[], messages.Notice], what: str
@@ -152,8 +165,15 @@ class Notices:
         seconds, or another invocation is sending it."""
         if not self.portal.claim_notice(claim, now, every):
             return f"{what}: not again (already sent, or being sent)"
+        return self._send_claimed(claim, every, now, notice, what)
+
+    def _send_claimed(
+        self, claim: str, every: int, now: int, notice: Callable[[], messages.Notice], what: str
+    ) -> str:
+        """Publish ``notice()`` under the claim taken at ``now``: recorded as sent, or the
+        claim given back when it could not be sent."""
         try:
-            self.portal.publish(messages.publish_request(self.portal.stack, notice()))
+            self._publish(notice())
         except CmsTokenError:
             self.portal.release_notice(claim, now)  # not sent: Lambda's retry sends it
             raise
@@ -176,3 +196,34 @@ class Notices:
         )
         url = f"{self.portal.url.rstrip('/')}/l/{token}"
         return messages.Link(url=url, expires_at=claims.expires_at)
+
+
+def _reminder(need: Need, state: StackState) -> str:
+    """The claim of the daily reminder of ``need`` for the current credential."""
+    return f"{need.value}#{state.binding}"
+
+
+def _ending(
+    status: str,
+    result: dict[str, Any],
+    deadline: int | None,
+    *,
+    link: messages.Link | None = None,
+    withheld: messages.Withheld | None = None,
+) -> messages.Notice:
+    """The notice of an authorization that ended (``status``: one of ``_ENDINGS``) without
+    replacing the credential: with a new ``link``, or saying why none comes."""
+    if status == "denied":
+        return messages.Denied(link=link, withheld=withheld, deadline=deadline)
+    if status == "expired":
+        return messages.Expired(link=link, withheld=withheld, deadline=deadline)
+    refused = _OTHER_IDENTITY.search(str(result.get("message", "")))
+    if refused is not None:
+        return messages.IdentityRefused(
+            approving_fingerprint=refused[1],
+            expected_fingerprint=refused[2],
+            link=link,
+            withheld=withheld,
+            deadline=deadline,
+        )
+    return messages.Failed(link=link, withheld=withheld, deadline=deadline)

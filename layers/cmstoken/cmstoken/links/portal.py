@@ -17,7 +17,14 @@ from cmstoken.core.errors import ConfigurationError
 from cmstoken.links import tokens
 from cmstoken.links.messages import PublishRequest
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Elsewhere, Pending, StackState, read_started, read_status
+from cmstoken.links.stack_state import (
+    Elsewhere,
+    Pending,
+    Spent,
+    StackState,
+    read_started,
+    read_status,
+)
 
 # Background polls queued in an hour, at most: a poll runs until the code is approved or
 # expires, so a few cover an authorization; a bound stops a loop of polls that fail at once.
@@ -69,6 +76,11 @@ class AwsPortal:
         used = self.table.use_link(claims.nonce, now=now, expires_at=claims.expires_at, press=press)
         return press if used else None
 
+    def take_over(self, claims: tokens.Claims, used_at: int, now: int) -> str | None:
+        press = secrets.token_hex(8)
+        taken = self.table.take_over_link(claims.nonce, now=now, used_at=used_at, press=press)
+        return press if taken else None
+
     def started(self, claims: tokens.Claims, now: int) -> None:
         self.table.link_started(claims.nonce, now=now, expires_at=claims.expires_at)
 
@@ -81,9 +93,10 @@ class AwsPortal:
     def may_follow(self, now: int) -> bool:
         return self.table.count("poll", now=now, limit=POLLS_PER_HOUR)
 
-    def start(self, claims: tokens.Claims) -> Pending | Elsewhere:
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere | Spent:
         """Start a device authorization for the link (or get the one it started) through the
-        bootstrap; ``Elsewhere`` when another is pending."""
+        bootstrap; ``Elsewhere`` when another is pending, ``Spent`` when the version budget
+        refused it."""
         return read_started(self.bootstrap.call({"action": "start", "link": tokens.tag(claims)}))
 
     def follow(self, link: str) -> None:
@@ -91,8 +104,14 @@ class AwsPortal:
         its outcome comes back as a destination."""
         self.bootstrap.send({"action": "poll", "link": link})
 
+    def claim_follow(self, claims: tokens.Claims, now: int) -> bool:
+        return self.table.claim_follow(claims.nonce, now=now)
+
     def followed(self, claims: tokens.Claims, now: int) -> None:
         self.table.link_followed(claims.nonce, now=now)
+
+    def release_follow(self, claims: tokens.Claims, now: int) -> None:
+        self.table.release_follow(claims.nonce, claimed_at=now)
 
     def claim_notice(self, need: str, now: int, every: int) -> bool:
         return self.table.claim_notice(need, now=now, every=every)
@@ -102,6 +121,9 @@ class AwsPortal:
 
     def release_notice(self, need: str, now: int) -> None:
         self.table.release_notice(need, claimed_at=now)
+
+    def last_sent(self, need: str) -> int | None:
+        return self.table.notice_sent_at(need)
 
     def publish(self, request: PublishRequest) -> str:
         return self.topic.publish(

@@ -39,6 +39,15 @@ class Elsewhere:
 
 
 @dataclass(frozen=True)
+class Spent:
+    """A link's start the bootstrap refused before any write: what outside callers may write
+    of the refresh credential is spent (``core.version_budget``) until ``retry_at`` (``None``:
+    no version will age out)."""
+
+    retry_at: int | None
+
+
+@dataclass(frozen=True)
 class Waiting:
     """A pending authorization as the stack's state shows it to the links: the tag of the
     link that started it (``None``: an operator did) and when it expires; never its code."""
@@ -103,13 +112,16 @@ def _waiting(answer: dict[str, Any]) -> Waiting:
     return Waiting(link=link, expires_at=_epoch(answer["expires_at"]) or 0)
 
 
-def read_started(answer: Any) -> Pending | Elsewhere:
-    """The bootstrap's answer to a link's ``start``: the authorization it started, or that
-    another is pending; ``DocumentError`` for any other answer."""
+def read_started(answer: Any) -> Pending | Elsewhere | Spent:
+    """The bootstrap's answer to a link's ``start``: the authorization it started, that
+    another is pending, or that the version budget refused it; ``DocumentError`` for any other
+    answer."""
     status = answer.get("status") if isinstance(answer, dict) else None
     try:
         if status == "pending_elsewhere":
             return Elsewhere(expires_at=_epoch(answer["expires_at"]) or 0)
+        if status == "failed" and answer.get("reason") == "version_budget":
+            return Spent(retry_at=_epoch(answer.get("retry_at")))
         if status != "pending":
             raise DocumentError("the bootstrap did not start an authorization")
         return Pending(

@@ -21,9 +21,12 @@ from cmstoken.links import tokens
 from cmstoken.links.pages import HEADERS, Page, link_page, refused_page, started_page
 from cmstoken.links.refusals import FALLBACK, Refusal
 from cmstoken.links.stack import Stack
-from cmstoken.links.stack_state import Elsewhere, Pending, StackState
+from cmstoken.links.stack_state import Elsewhere, Pending, Spent, StackState
 
 MAX_BODY = 4096
+# How long a press may run: the links function's timeout (template.yaml). A press that used a
+# link longer ago than this and started nothing has failed or died, and another may take over.
+PRESS_SECONDS = 30
 METHODS = ("GET", "HEAD", "POST")
 _ROUTE = re.compile(r"/l/([A-Za-z0-9._-]{1,512})")
 _SAME_SITE = frozenset({"same-origin", "none"})
@@ -83,6 +86,8 @@ class Portal(Protocol):
 
     def use(self, claims: tokens.Claims, now: int) -> str | None: ...
 
+    def take_over(self, claims: tokens.Claims, used_at: int, now: int) -> str | None: ...
+
     def started(self, claims: tokens.Claims, now: int) -> None: ...
 
     def unuse(self, claims: tokens.Claims, press: str) -> None: ...
@@ -91,11 +96,15 @@ class Portal(Protocol):
 
     def may_follow(self, now: int) -> bool: ...
 
-    def start(self, claims: tokens.Claims) -> Pending | Elsewhere: ...
+    def start(self, claims: tokens.Claims) -> Pending | Elsewhere | Spent: ...
+
+    def claim_follow(self, claims: tokens.Claims, now: int) -> bool: ...
 
     def follow(self, link: str) -> None: ...
 
     def followed(self, claims: tokens.Claims, now: int) -> None: ...
+
+    def release_follow(self, claims: tokens.Claims, now: int) -> None: ...
 
 
 def answer(page: Page, **extra: str) -> dict[str, Any]:
@@ -171,38 +180,101 @@ def _post(
 ) -> dict[str, Any]:
     """The button: checks the request came from the link's own page, then shows the
     authorization this link started (``started``: it is pending), or uses the link and starts
-    one (at most ``may_start`` allows) and queues its background poll. A press again queues a
-    poll only when none was queued."""
+    one. Of presses at once, the one that used the link counts the start; the others wait for
+    it (``_in_flight``) and count nothing."""
     if not _same_origin(request):
         return answer(refused_page(portal.stack, status=403, title=_CROSS, explanation=_CROSS_TEXT))
     proofs = parse_qs(request.body.decode("utf-8", "replace")).get("proof", [])
     if len(proofs) != 1 or not tokens.check_form_proof(key, claims, proofs[0]):
         return answer(refused_page(portal.stack, status=403, title=_FORM, explanation=_FORM_TEXT))
-    press = None if started else portal.use(claims, now)
-    if press is None and not started:
-        if not _spent(portal, claims):
-            press = ""  # the press that used the link failed or died before starting anything
-        else:  # a press a moment ago (a double click), or an authorization that ended
-            again = portal.state().pending_at(now)
-            if again is None or again.link != tokens.tag(claims):
-                return _refused(portal.stack, Refusal.REPLAYED)
+    if started:
+        return _show(portal, claims, now, queue=True)
+    press = portal.use(claims, now)
+    if press is not None:
+        return _start(portal, claims, press, now)
+    use = portal.used(claims)
+    if use is None:  # the press that used it gave it back just now
+        return _in_flight(portal, claims, now, until=now + 1)
+    if use.started_at is None and use.used_at is not None:
+        if now - use.used_at <= PRESS_SECONDS:  # that press may still be starting it
+            return _in_flight(portal, claims, now, until=use.used_at + PRESS_SECONDS + 1)
+        press = portal.take_over(claims, use.used_at, now)  # that press failed or died
+        if press is None:  # another press took it over first
+            return _in_flight(portal, claims, now, until=now + PRESS_SECONDS + 1)
+        return _start(portal, claims, press, now)
+    again = portal.state().pending_at(now)  # a press a moment ago, or an ended authorization
+    if again is None or again.link != tokens.tag(claims):
+        return _refused(portal.stack, Refusal.REPLAYED)
+    return _show(portal, claims, now, queue=True)
+
+
+def _start(portal: Portal, claims: tokens.Claims, press: str, now: int) -> dict[str, Any]:
+    """Start the authorization with the use ``press`` made of the link (within the hour's
+    starts), record it and queue its poll; the use is given back when nothing started."""
     try:
-        if press is not None and not portal.may_start(now):
-            page = refused_page(portal.stack, status=429, title=_BUSY, explanation=_BUSY_TEXT)
-            _give_back(portal, claims, press)
-            return answer(page, **{"Retry-After": str(3600 - now % 3600)})
-        pending = portal.start(claims)  # its own again, when it started one already
+        if not portal.may_start(now):
+            portal.unuse(claims, press)
+            return _busy(portal.stack, now)
+        pending = portal.start(claims)
     except CmsTokenError:
-        _give_back(portal, claims, press)  # nothing started: the link stays usable
+        portal.unuse(claims, press)  # nothing started: the link stays usable
         raise
     if isinstance(pending, Elsewhere):  # another started meanwhile
-        _give_back(portal, claims, press)
+        portal.unuse(claims, press)
         return _elsewhere(portal.stack, pending.expires_at)
-    if press is not None:
-        portal.started(claims, now)
-    _follow(portal, claims, now, first=press is not None)
+    if isinstance(pending, Spent):  # nothing written: the link stays usable
+        portal.unuse(claims, press)
+        return _spent_budget(portal.stack, pending.retry_at, now)
+    portal.started(claims, now)
+    _follow(portal, claims, now)
+    return _started(portal.stack, pending)
+
+
+def _show(portal: Portal, claims: tokens.Claims, now: int, *, queue: bool) -> dict[str, Any]:
+    """The pending authorization the link started (the bootstrap's start gives its own again),
+    and (``queue``) its poll queued when none was."""
+    pending = portal.start(claims)
+    if isinstance(pending, Elsewhere):  # it ended, and another started meanwhile
+        return _elsewhere(portal.stack, pending.expires_at)
+    if isinstance(pending, Spent):  # it ended, and starting another was refused
+        return _spent_budget(portal.stack, pending.retry_at, now)
+    if queue:
+        _follow(portal, claims, now)
+    return _started(portal.stack, pending)
+
+
+def _in_flight(portal: Portal, claims: tokens.Claims, now: int, *, until: int) -> dict[str, Any]:
+    """The answer to a press while another press of the link may still be starting its
+    authorization: that authorization once it is pending, else a page asking to press again
+    at ``until``, when that press has surely ended. Nothing counted, nothing queued."""
+    pending = portal.state().pending_at(now)
+    if pending is not None and pending.link == tokens.tag(claims):
+        return _show(portal, claims, now, queue=False)
+    text = _STARTING_TEXT.replace("UNTIL", to_iso(until))
+    page = refused_page(portal.stack, status=503, title=_STARTING, explanation=text)
+    return answer(page, **{"Retry-After": str(until - now)})
+
+
+def _follow(portal: Portal, claims: tokens.Claims, now: int) -> None:
+    """Queue the background poll of what the link started, unless one was queued or another
+    press is queueing it (claimed, sent, then recorded; the claim given back when nothing was
+    sent), within the hour's polls."""
+    if not portal.claim_follow(claims, now):
+        return
+    try:
+        if portal.may_follow(now):
+            portal.follow(tokens.tag(claims))
+            portal.followed(claims, now)
+            return
+    except CmsTokenError:
+        portal.release_follow(claims, now)
+        raise
+    portal.release_follow(claims, now)
+
+
+def _started(stack: Stack, pending: Pending) -> dict[str, Any]:
     page = started_page(
-        portal.stack,
+        stack,
         user_code=pending.user_code,
         verification_uri_complete=pending.verification_uri_complete,
         expires_at=pending.expires_at,
@@ -210,23 +282,22 @@ def _post(
     return answer(page)
 
 
-def _give_back(portal: Portal, claims: tokens.Claims, press: str | None) -> None:
-    """Give back the use ``press`` made of the link (nothing started)."""
-    if press:
-        portal.unuse(claims, press)
+def _busy(stack: Stack, now: int) -> dict[str, Any]:
+    """The 429 page: the hour's starts are spent, until the next hour."""
+    until = now - now % 3600 + 3600
+    text = _BUSY_TEXT.replace("UNTIL", to_iso(until))
+    page = refused_page(stack, status=429, title=_BUSY, explanation=text)
+    return answer(page, **{"Retry-After": str(until - now)})
 
 
-def _follow(portal: Portal, claims: tokens.Claims, now: int, *, first: bool) -> None:
-    """Queue the background poll of what the link started: by the press that started it, or
-    by a later press when none was queued (sent, then recorded: two presses at once may
-    queue two, whose polls end on one credential), within the hour's polls."""
-    if not first:
-        use = portal.used(claims)
-        if use is not None and use.followed_at is not None:
-            return
-    if portal.may_follow(now):
-        portal.follow(tokens.tag(claims))
-        portal.followed(claims, now)
+def _spent_budget(stack: Stack, retry_at: int | None, now: int) -> dict[str, Any]:
+    """The 429 page of a start the version budget refused: until a version ages out."""
+    if retry_at is None:
+        text = _BUDGET_TEXT.replace("UNTIL", "later")
+        return answer(refused_page(stack, status=429, title=_BUDGET, explanation=text))
+    text = _BUDGET_TEXT.replace("UNTIL", f"after {to_iso(retry_at)}")
+    page = refused_page(stack, status=429, title=_BUDGET, explanation=text)
+    return answer(page, **{"Retry-After": str(max(retry_at - now, 1))})
 
 
 def _spent(portal: Portal, claims: tokens.Claims) -> bool:
@@ -285,7 +356,19 @@ _FORM_TEXT = "The request did not come from this link's page. Open the link and 
 _BUSY = "Too many re-authorizations were started"
 _BUSY_TEXT = (
     "Links started as many authorizations in this hour as the stack allows. Try again after "
-    "the hour, or use the fallback command below."
+    "UNTIL, or use the fallback command below."
+)
+_BUDGET = "The stack refused to start an authorization for now"
+_BUDGET_TEXT = (
+    "Authorizations started from links and forced refreshes have written the stack's "
+    "refresh credential as often as the stack allows them, keeping the rest for its scheduled "
+    "rotation and an operator. This link is still usable: try again UNTIL, or use the "
+    "fallback command below."
+)
+_STARTING = "This link's authorization is being started"
+_STARTING_TEXT = (
+    "Another press of this link's button is starting its authorization now. Press the button "
+    "again (or reload this page) after UNTIL to see its code; or use the fallback command below."
 )
 _ELSEWHERE = "Another authorization is pending"
 _ELSEWHERE_TEXT = (
