@@ -48,10 +48,10 @@ NODE_ID = re.compile(r"`(tests/[\w/]+\.py::(?:Test\w+::)?test_\w+(?:\[[^\]`]+\])
 OPEN = re.compile(r"\*\*open\*\*: (?:not limited yet|no test yet)\b.*")
 SLUG = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 BITE = re.compile(rf"bite: \[({SLUG})\]\(\.\./tests/bite/breaks/({SLUG})\.patch\)")
-# A test whose file deploys the stack from ``sam build``'s output (tests/deployment.py) needs a
-# build of the broken template, minutes per break: such named tests are left out of the runs
-# (said when they are), and each row must bite with its others.
-DEPLOYS = re.compile(r"^from deployment import", re.MULTILINE)
+# A test whose file deploys the stack from ``sam build``'s output (``deployer.deploy``, from
+# tests/deployment.py) needs a build of the broken template, minutes per break: such named tests
+# are left out of the runs (said when they are), and each row must bite with its others.
+DEPLOYS = re.compile(r"\bdeployer\.deploy\(")
 # The copy's modules that must be imported from the copy, not from the editable install.
 IMPORTED = ("cmstoken", "cmsemu", "support", "bite")
 # pytest's exit codes (pytest.ExitCode) as a line says them.
