@@ -155,7 +155,7 @@ explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interl
 # Each row of docs/threat-model.md names a deliberate break of what holds it
 # (tests/bite/breaks/*.patch): scripts/bite.py applies each in a temporary copy of the checkout
 # (never in this tree) and requires the row's named tests to fail there. ROW=slug[,slug]: those alone.
-bite: $(STAMP) ## Apply each threat-model row's break in a copy; its named tests must fail (ROW=slug; about 8 min)
+bite: $(STAMP) ## Apply each threat-model row's break in a copy; its named tests must fail (ROW=slug; about 15 min)
 	$(BIN)/python scripts/bite.py $(if $(ROW),--row $(ROW))
 
 verify: $(STAMP) bite ## make bite, then the exploration at deeper bounds (about 40 min on 2 CPUs), printing the counts

@@ -5,8 +5,7 @@ Every row of docs/threat-model.md that is not marked **open** names at least one
 "what holds it" cell (``bite: [slug](../tests/bite/breaks/slug.patch)``), each a patch in
 tests/bite/breaks/ that says what it breaks and applies cleanly to this checkout
 (``git apply --check``); an open row names none; every patch belongs to a row, and no two rows
-name the same. The rows of the sections being rewritten (``bite.PENDING_SECTIONS``, and the
-version budget's row) are exempt until their breaks are written."""
+name the same."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ def test_every_row_that_is_not_open_names_a_break_and_an_open_row_none() -> None
         f"{row.section}: {row.limit[:60]}: "
         + ("open, but names a break" if row.is_open else "names no break and is not open")
         for row in ROWS
-        if bool(row.slugs) == row.is_open and not (row.is_pending and not row.slugs)
+        if bool(row.slugs) == row.is_open
     ]
     assert wrong == []
 
@@ -74,13 +73,6 @@ def test_a_break_changes_only_what_the_checkout_holds() -> None:
     assert wrong == []
 
 
-def test_the_pending_rows_are_only_the_ones_being_rewritten() -> None:
-    """The exemption names sections and a row that exist (once they have breaks, it goes)."""
-    sections = bite.sections(bite.DOC.read_text())
-    assert sections.keys() >= bite.PENDING_SECTIONS
-    assert all(any(row.limit.startswith(p) for row in ROWS) for p in bite.PENDING_LIMITS)
-
-
 # --- controls: the checks see what they look for --------------------------------------------
 
 
@@ -96,7 +88,7 @@ def test_the_mapping_sees_a_row_without_a_break_and_an_open_row_with_one() -> No
         + f"| gap | nothing<br>{link} | **open**: not limited yet |\n"
     )
     assert (held.slugs, held.node_ids) == (["some-break"], [test.strip("`")])
-    assert (unbroken.slugs, unbroken.is_open, unbroken.is_pending) == ([], False, False)
+    assert (unbroken.slugs, unbroken.is_open) == ([], False)
     assert (opened.is_open, opened.slugs) == (True, [])
     assert (broken_open.is_open, broken_open.slugs) == (True, ["some-break"])
 

@@ -225,3 +225,50 @@ def test_a_poll_counted_before_a_refresh_and_writing_during_it_leaves_room_for_i
     }
     assert set(found.values()) <= {"stored", "not started"}, found
     assert "stored" in found.values()
+
+
+def start_overtaken(in_use: int, *, via_links: bool) -> str:
+    """A start with ``in_use`` versions in use, another writer adding one while the start asks
+    for its device code; ``refused`` (it wrote nothing, nothing is pending), ``started``, or
+    ``not started`` (refused by its first count, before it asked)."""
+    world = World()
+    world.seed()
+    fill(world, in_use)
+    inner = world.upstream.interceptor
+    overtaken = [False]
+
+    def during_device_code(service: str, operation: str, act: Callable[[], Any]) -> Any:
+        if (service, operation) == ("upstream", "device_code") and not overtaken[0]:
+            overtaken[0] = True
+            model = world.secretsmanager
+            model.put_secret_value(
+                SecretId=REFRESH_SECRET,
+                SecretString=model.current_text(REFRESH_SECRET) or "",
+                ClientRequestToken="another-writer-" + "0" * 17,
+            )
+        return inner(service, operation, act)
+
+    world.upstream.interceptor = during_device_code
+    fields: dict[str, Any] = {"link": LINK} if via_links else {}
+    with contextlib.suppress(VersionQuotaError):
+        world.bootstrap("start", via_links=via_links, **fields)
+    if not overtaken[0]:
+        return "not started"
+    versions = len(world.secretsmanager.secrets[REFRESH_SECRET].versions)
+    pending = world.refresh_document().pending is not None
+    return "refused" if versions == in_use + 1 and not pending else "started"
+
+
+@pytest.mark.parametrize("via_links", [False, True], ids=["operator", "link"])
+def test_a_start_whose_count_another_write_overtook_is_counted_again_at_its_write(
+    via_links: bool,
+) -> None:
+    """A start counts its room, then asks the identity provider for a device code; another
+    writer adds a version meanwhile. The start counts again at its write: at the count where
+    that version took the last room, it is refused and writes nothing; no start writes past
+    what its count allowed."""
+    found = {n: start_overtaken(n, via_links=via_links) for n in range(30, QUOTA - 1)}
+    assert "started" in found.values()
+    assert "refused" in found.values()
+    first = min(n for n, outcome in found.items() if outcome != "started")
+    assert all(outcome != "started" for n, outcome in found.items() if n >= first), found
