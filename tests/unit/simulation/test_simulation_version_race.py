@@ -135,9 +135,9 @@ def test_before_the_one_budget_a_links_start_and_a_refused_approval_lose_the_cre
     bootstrap wrote without counting) loses the rotated refresh token at 97 versions."""
 
     def rotator_only(
-        self: vault.CredentialVault, writer: Any, writes: int, what: str, deadline: float
+        self: vault.CredentialVault, checked: vault.Check, writes: int, deadline: float
     ) -> None:
-        if what == "a refresh" and len(self.refresh_versions(deadline)) + writes > QUOTA:
+        if checked.what == "a refresh" and len(self.refresh_versions(deadline)) + writes > QUOTA:
             raise VersionQuotaError("no room")
 
     monkeypatch.setattr(vault.CredentialVault, "room", rotator_only)

@@ -102,9 +102,10 @@ class CredentialVault:
         """Write ``change(document)``; when another writer came first, re-read and apply
         ``change`` to the newer document, at most ``MAX_MERGES`` times (then
         ``VersionConflictError``). ``change`` returning ``None`` abandons the update (and so does
-        this method). ``checked``: the write's version budget (writer, what), counted before
-        each attempt (``room``); ``None`` for a write that follows a spend (it is never
-        refused: every other action keeps room for it)."""
+        this method). ``checked``: the write's version budget, counted (``room``) before each
+        attempt (a version written since the caller's count by anything that does not name
+        the version it replaces, a person's ``put-secret-value``, is no conflict); ``None`` for
+        a write that follows a spend: never refused, every other action keeps room for it."""
         for merge in range(MAX_MERGES + 1):
             if merge:
                 logger.info("refresh credential changed by another writer; merging")
@@ -113,7 +114,7 @@ class CredentialVault:
             if updated is None:
                 return None
             if checked is not None:
-                self.room(checked.writer, 1, checked.what, deadline)
+                self.room(checked, 1, deadline)
             try:
                 return self.write_refresh(updated, snapshot.version_id, deadline)
             except VersionConflictError:
@@ -126,15 +127,15 @@ class CredentialVault:
         secret_id = self.settings.refresh_secret_id
         return self._call(lambda: self.store.versions(secret_id), deadline)
 
-    def room(self, writer: Writer, writes: int, what: str, deadline: float) -> None:
-        """``VersionQuotaError`` unless ``what``, an action of ``writer`` that may write
-        ``writes`` versions of the refresh credential, fits its version budget now. Counted
+    def room(self, checked: Check, writes: int, deadline: float) -> None:
+        """``VersionQuotaError`` unless ``checked``, an action that may write ``writes``
+        versions of the refresh credential, fits its caller's version budget now. Counted
         after the document it will replace was read: any other write since then makes that
         write a conflict, so the count holds at the write."""
         from cmstoken.core import version_budget  # a writer's only: not a status's cold start
 
         found = version_budget.refusal(
-            self.refresh_versions(deadline), self.clock.now(), writer, writes, what
+            self.refresh_versions(deadline), self.clock.now(), checked.writer, writes, checked.what
         )
         if found is not None:
             reason, frees_at = found

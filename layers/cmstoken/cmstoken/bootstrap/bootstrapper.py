@@ -125,7 +125,7 @@ class Bootstrapper:
         checked = Check(
             Writer.OUTSIDE if link else Writer.INSIDE, "a link's start" if link else "a start"
         )
-        self.vault.room(checked.writer, PER_START, checked.what, deadline)  # before the request
+        self.vault.room(checked, PER_START, deadline)  # before the request
         pending = replace(self._device_code(free_trial, allow_new_identity), link=link)
         latest = [snapshot.secret]
 

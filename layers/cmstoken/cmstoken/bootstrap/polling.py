@@ -82,7 +82,7 @@ class Polling:
                 Check(Writer.OUTSIDE, "a link's poll") if link else Check(Writer.INSIDE, "a poll")
             )
             # Before the device code is presented: its answer's writes must fit.
-            self.vault.room(checked.writer, PER_POLL, checked.what, deadline)
+            self.vault.room(checked, PER_POLL, deadline)
             return self._poll(
                 snapshot, secret.pending, stop_at, deadline, allow_new_identity, checked
             )

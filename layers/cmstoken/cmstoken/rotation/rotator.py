@@ -44,7 +44,7 @@ from cmstoken.aws.documents import (
 )
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
-from cmstoken.aws.vault import CredentialVault, Snapshot
+from cmstoken.aws.vault import Check, CredentialVault, Snapshot
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     CredentialRejectedError,
@@ -337,9 +337,11 @@ class Rotator:
 def _budget_refusal(vault: CredentialVault, forced: bool, deadline: float) -> str | None:
     """The version budget of a refresh: a forced one is an outside caller's, skipped (the
     reason returned) when its writes do not fit; any other raises ``VersionQuotaError``."""
-    what, writer = ("a forced refresh", Writer.OUTSIDE) if forced else ("a refresh", Writer.INSIDE)
+    checked = (
+        Check(Writer.OUTSIDE, "a forced refresh") if forced else Check(Writer.INSIDE, "a refresh")
+    )
     try:
-        vault.room(writer, PER_REFRESH, what, deadline)
+        vault.room(checked, PER_REFRESH, deadline)
     except VersionQuotaError as exc:
         if not forced:
             raise
