@@ -34,10 +34,12 @@ STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 CRITICAL = json.dumps(
     {"level": "CRITICAL", "message": "rotated refresh token not stored", "aws_error": "KMS"}
 )
-# A request EventBridge could not deliver, as its dead letter queue holds it: EventBridge adds
-# message attributes naming the rule and the error, among others RULE_ARN and ERROR_CODE
-# (EventBridge User Guide, "Using dead-letter queues to process undelivered events"; paraphrased,
-# not quoted); moto's EventBridge sends no dead letters.
+# A request EventBridge could not deliver, as its dead letter queue holds it: "Each message in
+# your DLQ will include the following custom attributes: RULE_ARN, TARGET_ARN, ERROR_CODE,
+# ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION, RETRY_ATTEMPTS" (EventBridge User Guide, "Using
+# dead-letter queues to process undelivered events",
+# https://docs.aws.amazon.com/eventbridge/latest/userguide/rule-dlq.html); moto's EventBridge
+# sends no dead letters, so the test puts one as EventBridge would.
 RULE = "arn:aws:events:eu-central-2:123456789012:rule/tokens-refresh-requests/remote"
 
 
@@ -55,8 +57,15 @@ def deployed(moto_server: str, tmp_path: Path) -> dict[str, str]:
         QueueUrl=undelivered,
         MessageBody="{}",
         MessageAttributes={
-            "RULE_ARN": {"DataType": "String", "StringValue": RULE},
-            "ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
+            name: {"DataType": "String", "StringValue": value}
+            for name, value in {
+                "RULE_ARN": RULE,
+                "TARGET_ARN": "arn:aws:sqs:eu-central-2:123456789012:tokens-refresh-requests.fifo",
+                "ERROR_CODE": "SDK_CLIENT_ERROR",
+                "ERROR_MESSAGE": "Rate exceeded",
+                "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
+                "RETRY_ATTEMPTS": "2",
+            }.items()
         },
     )
     outputs = {
