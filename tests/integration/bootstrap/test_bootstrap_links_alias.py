@@ -13,6 +13,7 @@ import pytest
 from cmstoken.core.clock import parse_iso
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.link_tags import LINKS_ALIAS
+from cmstoken.core.version_budget import Writer
 from harness import REFRESH_SECRET, Stack
 from support import load_event
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.integration
 
 MINE = "0123456789abcdef" * 2  # a link's tag
 OTHER = "fedcba9876543210" * 2
+OUTSIDE = Writer.OUTSIDE.limit  # the most versions outside callers may fill
 
 
 def through_links(stack: Stack, event: dict[str, Any]) -> Any:
@@ -133,19 +135,22 @@ def test_a_links_authorization_keeps_the_stacks_identity_and_is_the_links_alone(
 def test_a_links_start_past_the_outside_callers_versions_is_refused_before_anything(
     stack: Stack,
 ) -> None:
-    """44 versions of the refresh credential in use (the most outside callers may fill,
+    """17 versions of the refresh credential in use (the most outside callers may fill,
     docs/how-rotation-works.md, "The version budget"): a link's start is refused before any
     write and before the identity provider is asked, saying when a version ages out; an
     operator's start, whose room is kept from outside callers, still starts."""
     stack.seed()
     secret = REFRESH_SECRET
     text = stack.secretsmanager.get_secret_value(SecretId=secret)["SecretString"]
-    while len(stack.secretsmanager.list_secret_version_ids(SecretId=secret)["Versions"]) < 44:
+    while len(stack.secretsmanager.list_secret_version_ids(SecretId=secret)["Versions"]) < OUTSIDE:
         stack.secretsmanager.put_secret_value(SecretId=secret, SecretString=text)
     before = stack.secretsmanager.get_secret_value(SecretId=secret)["VersionId"]
     refused = through_links(stack, {"action": "start", "link": MINE})
     assert (refused["status"], refused["reason"]) == ("failed", "version_budget")
-    assert "44 are in use, of the 44 that callers outside the stack may fill" in refused["message"]
+    assert (
+        f"{OUTSIDE} are in use, of the {OUTSIDE} that callers outside the stack may fill"
+        in refused["message"]
+    )
     assert parse_iso(refused["retry_at"]) > stack.clock.now()
     assert stack.secretsmanager.get_secret_value(SecretId=secret)["VersionId"] == before
     assert asked(stack, "device_code") == 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from cmstoken.core.clock import optional_iso, parse_iso, to_iso
 from cmstoken.core.errors import DocumentError
+from cmstoken.core.refresh_backoff import Failures
 
 SCHEMA_VERSION = 1
 STATUS_ACTIVE = "active"
@@ -261,6 +262,26 @@ class Lease:
         )
 
 
+def _failures_to_dict(failures: Failures) -> dict[str, Any]:
+    """The JSON object stored under ``failures``: a streak of failed refresh attempts."""
+    return {
+        "count": failures.count,
+        "last_at": to_iso(failures.last_at),
+        "retry_at": to_iso(failures.retry_at),
+    }
+
+
+def _failures_from_dict(document: Any) -> Failures:
+    """Parse the ``failures`` object."""
+    if not isinstance(document, dict):
+        raise DocumentError("refresh credential: field 'failures' must be an object")
+    read = _Reader(document, "refresh credential failures")
+    count = read.integer("count")
+    if count < 1:
+        raise read.fail("field 'count' must be at least 1")
+    return Failures(count=count, last_at=read.time("last_at"), retry_at=read.time("retry_at"))
+
+
 @dataclass(frozen=True)
 class RawAccessToken:
     """The raw access token of the newest refresh, kept until it has been exchanged, so that a
@@ -333,19 +354,23 @@ class CandidateCredential:
         )
 
 
-_SECTION_KEYS = frozenset({"pending", "lease", "raw_access_token", "candidate", "schema_version"})
+_SECTION_KEYS = frozenset(
+    {"pending", "lease", "failures", "raw_access_token", "candidate", "schema_version"}
+)
 
 
 @dataclass(frozen=True)
 class RefreshSecret:
     """The whole private document: the credential (once bootstrapped), the pending device
     authorization (while one runs), a new authorization waiting for its verification (the
-    candidate), a rotator's lease, the raw access token not yet exchanged, and every field
-    another writer or version owns."""
+    candidate), a rotator's lease, the streak of failed refresh attempts
+    (``core.refresh_backoff``), the raw access token not yet exchanged, and every field another
+    writer or version owns."""
 
     credential: RefreshCredential | None = None
     pending: PendingAuthorization | None = None
     lease: Lease | None = None
+    failures: Failures | None = None
     raw_access_token: RawAccessToken | None = None
     candidate: CandidateCredential | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
@@ -363,6 +388,8 @@ class RefreshSecret:
         ):
             if section is not None:
                 fields[key] = section.to_dict()
+        if self.failures is not None:
+            fields["failures"] = _failures_to_dict(self.failures)
         extra = {
             key: value
             for key, value in self.extra.items()
@@ -377,6 +404,7 @@ class RefreshSecret:
         credential = RefreshCredential.from_dict(document) if "refresh_token" in document else None
         pending = document.get("pending")
         lease = document.get("lease")
+        failures = document.get("failures")
         raw = document.get("raw_access_token")
         candidate = document.get("candidate")
         extra = {
@@ -388,6 +416,7 @@ class RefreshSecret:
             credential=credential,
             pending=None if pending is None else PendingAuthorization.from_dict(pending),
             lease=None if lease is None else Lease.from_dict(lease),
+            failures=None if failures is None else _failures_from_dict(failures),
             raw_access_token=None if raw is None else RawAccessToken.from_dict(raw),
             candidate=None if candidate is None else CandidateCredential.from_dict(candidate),
             extra=MappingProxyType(extra),

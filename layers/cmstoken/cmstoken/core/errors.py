@@ -288,6 +288,11 @@ class InsufficientTimeError(RotationError):
     """Too little of the invocation is left to refresh safely; the platform retries later."""
 
 
+class RefreshBackoffError(RotationError):
+    """Refresh attempts keep failing and the next may not start yet (``core.refresh_backoff``):
+    the run fails without a write, so that its failure is seen and the platform retries."""
+
+
 class CredentialLostError(RotationError):
     """A refresh succeeded but its rotated refresh token could not be stored before the
     invocation's deadline: the token is lost, and a person will likely have to authorize

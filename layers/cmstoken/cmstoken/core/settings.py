@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cmstoken.core.errors import ConfigurationError
 from cmstoken.core.urls import validate_url
+from cmstoken.core.version_budget import MAX_MARGIN_SECONDS
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
@@ -35,8 +36,13 @@ class _Reader:
             self.problems.append(str(exc))
             return value
 
-    def seconds(self, name: str, default: int, *, minimum: int = 0) -> int:
-        return self.whole(name, default, minimum=minimum, unit="seconds")
+    def seconds(
+        self, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    ) -> int:
+        value = self.whole(name, default, minimum=minimum, unit="seconds")
+        if maximum is not None and value > maximum:
+            self.problems.append(f"{name} must be at most {maximum}, got {value}")
+        return value
 
     def whole(self, name: str, default: int, *, minimum: int = 0, unit: str = "") -> int:
         text = self.environ.get(name, "").strip()
@@ -88,7 +94,9 @@ class Settings:
             service_base_url=read.url("SERVICE_BASE_URL"),
             refresh_secret_id=read.required("REFRESH_SECRET_ID"),
             service_token_secret_id=read.required("SERVICE_TOKEN_SECRET_ID"),
-            refresh_margin_seconds=read.seconds("REFRESH_MARGIN_SECONDS", 21600),
+            refresh_margin_seconds=read.seconds(
+                "REFRESH_MARGIN_SECONDS", 21600, maximum=MAX_MARGIN_SECONDS
+            ),
             min_refresh_interval_seconds=read.seconds("MIN_REFRESH_INTERVAL_SECONDS", 600),
             verify_service_token=read.flag("VERIFY_SERVICE_TOKEN", True),
             absolute_lifetime_seconds=read.seconds("ABSOLUTE_LIFETIME_SECONDS", 2592000),

@@ -23,6 +23,12 @@ class RotationRequest:
     forced: bool
     source: str
 
+    @property
+    def by_operator(self) -> bool:
+        """Whether the function was invoked directly with ``{"force": true}``
+        (``cmstoken-admin rotate``): only IAM in the stack's account lets a caller do that."""
+        return self.source == "force"
+
     @classmethod
     def from_event(cls, event: Any) -> RotationRequest:
         """Classify an invocation event (SPEC section 3).

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from cmstoken.core import refresh_backoff
 from cmstoken.core.clock import to_iso
 
 QUOTA = 100
@@ -46,11 +47,22 @@ PER_POLL = 3
 # promotion and notes (a device code yields tokens once).
 IN_FLIGHT = (PER_REFRESH - 1) + PER_POLL
 
-# The schedule in a day: the service token lives about 24 hours and is refreshed within its
-# last 6 (RefreshMarginSeconds), so at most two refreshes begin in any 24 hours; and the
-# credential marked refused once.
-SCHEDULE_REFRESHES_A_DAY = 2
-SCHEDULE_DAY = SCHEDULE_REFRESHES_A_DAY * PER_REFRESH + 1
+# The schedule in a day. Refresh attempts keep to the back-off of failed ones
+# (``core.refresh_backoff``): one streak makes at most ``ATTEMPTS_A_DAY`` in 24 hours. The
+# service token lives about 24 hours and is refreshed within its last RefreshMarginSeconds (at
+# most ``MAX_MARGIN_SECONDS``), so a streak ends with a token that is not due for 24 hours less
+# the margin: one day holds at most two streaks, within the margin's hours between them. Each
+# attempt writes at most ``PER_REFRESH``; and the credential is marked refused once.
+MAX_MARGIN_SECONDS = 43_200
+SCHEDULE_ATTEMPTS_A_DAY = max(
+    refresh_backoff.ATTEMPTS_A_DAY,
+    *(
+        refresh_backoff.attempts_within(first)
+        + refresh_backoff.attempts_within(MAX_MARGIN_SECONDS - first)
+        for first in refresh_backoff.offsets_within(MAX_MARGIN_SECONDS)
+    ),
+)
+SCHEDULE_DAY = SCHEDULE_ATTEMPTS_A_DAY * PER_REFRESH + 1
 # One re-authorization by an operator (``cmstoken-admin bootstrap``): the start, and poll
 # invocations of 20 s each for the device code's 900 s. A poll writes its schedule only when
 # the interval grew (``slow_down``, 5 s more each time) or the next poll lies beyond its

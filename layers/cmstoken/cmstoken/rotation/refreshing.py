@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cmstoken.aws.documents import RawAccessToken, RefreshCredential, RefreshSecret
 from cmstoken.aws.vault import INSUFFICIENT_TIME, CredentialVault, Snapshot
+from cmstoken.core import refresh_backoff
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import (
     CredentialLostError,
@@ -103,7 +104,7 @@ class Refresher:
             raise
         except Exception as exc:
             _log_failure(decisions.refresh_failure(exc), exc, credential, self.presented_again)
-            self.release(claimed, deadline)
+            self.release(claimed, deadline, exc)
             raise
 
     def _present(
@@ -176,7 +177,7 @@ class Refresher:
             )
         except Exception as exc:
             lost = _lost(previous, rotated, refused[0] if refused else exc)
-            self.release(claimed, deadline, read_first=True)
+            self.release(claimed, deadline, lost, read_first=True)
             raise lost from exc
         if stored is None:
             logger.warning(
@@ -186,16 +187,29 @@ class Refresher:
             raise RaceLostError
         return stored
 
-    def release(self, held: Snapshot, deadline: float, *, read_first: bool = False) -> None:
-        """Give the lease back after a handled failure, so that a retry need not wait for it.
-        ``held`` is the newest version this run wrote; with ``read_first``, the lease is taken
-        off whatever is stored now, if it is still this run's."""
+    def release(
+        self, held: Snapshot, deadline: float, error: BaseException, *, read_first: bool = False
+    ) -> None:
+        """Give the lease back after a handled failure (``error``), so that a retry need not
+        wait for it, and record the failure in the streak of failed attempts, which spaces
+        the next ones (``core.refresh_backoff``). ``held`` is the newest version this run
+        wrote; with ``read_first``, the lease is taken off whatever is stored now, if it is
+        still this run's."""
         try:
             if read_first:
                 held = self.vault.read_refresh(deadline)
                 if not decisions.holds(held.secret.lease, self.owner):
                     return
-            self.vault.write_refresh(replace(held.secret, lease=None), held.version_id, deadline)
+            published = self.vault.published
+            streak = refresh_backoff.failed(
+                refresh_backoff.streak(
+                    held.secret.failures, published.issued_at if published else None
+                ),
+                now=self.clock.now(),
+                retry_after=getattr(error, "retry_after", None),
+            )
+            released = replace(held.secret, lease=None, failures=streak)
+            self.vault.write_refresh(released, held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
             logger.warning("could not release the rotation lease; it expires by itself")
 

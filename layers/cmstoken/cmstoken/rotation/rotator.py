@@ -45,6 +45,7 @@ from cmstoken.aws.documents import (
 from cmstoken.aws.notifications import Notifier
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import Check, CredentialVault, Snapshot
+from cmstoken.core import refresh_backoff
 from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     CredentialRejectedError,
@@ -53,6 +54,7 @@ from cmstoken.core.errors import (
     MalformedResponseError,
     NotBootstrappedError,
     ReauthorizationRequiredError,
+    RefreshBackoffError,
     RotationError,
     VersionConflictError,
     VersionQuotaError,
@@ -198,10 +200,9 @@ class Rotator:
         ):
             reason = decisions.EXCHANGED_STORED
             return self._rotated(reason, self.publisher.publish(credential, raw, deadline, reason))
-        # A takeover finishes what another run started: never skipped for the budget.
-        forced = request.forced and lease is not LeaseVerdict.TAKE_OVER
-        if (refused := _budget_refusal(self.vault, forced, deadline)) is not None:
-            return self._skip(refused, self.published)
+        failures = _streak(snapshot, self.published)
+        if (held := _held_back(self.vault, request, lease, failures, now, deadline)) is not None:
+            return self._skip(held, self.published)
         late = decisions.too_late_refusal(
             now=self.clock.now(), deadline=deadline, guard=self.refresh_guard
         )
@@ -281,13 +282,14 @@ class Rotator:
         self.credential = rotated
         _log_rotated(credential, rotated, answer)
         if new_raw is None:
-            self.refresher.release(stored, deadline)
-            raise MalformedResponseError(
+            unusable = MalformedResponseError(
                 "refresh: the answer's new refresh token is stored, but the rest of the answer "
                 "is not usable (" + "; ".join(answer.problems) + "); the next run refreshes again",
                 endpoint="refresh",
                 status=200,
             )
+            self.refresher.release(stored, deadline, unusable)
+            raise unusable
         return self._publish_rotated(due, rotated, new_raw, stored, deadline)
 
     def _publish_rotated(
@@ -302,8 +304,8 @@ class Rotator:
         back when that fails."""
         try:
             published = self.publisher.publish(rotated, raw, deadline, due)
-        except Exception:
-            self.refresher.release(stored, deadline)
+        except Exception as exc:
+            self.refresher.release(stored, deadline, exc)
             raise
         return self._rotated(due, published, refreshed=True)
 
@@ -332,6 +334,38 @@ class Rotator:
             extra={"reason": reason, "expires_at": to_iso(published.expires_at)},
         )
         return decisions.rotated(reason, self.credential, self.published, refreshed=refreshed)
+
+
+def _streak(
+    snapshot: Snapshot, published: ServiceTokenDocument | None
+) -> refresh_backoff.Failures | None:
+    """The streak of failed attempts the credential records, while it lasts."""
+    return refresh_backoff.streak(
+        snapshot.secret.failures, published.issued_at if published else None
+    )
+
+
+def _held_back(
+    vault: CredentialVault,
+    request: RotationRequest,
+    lease: LeaseVerdict,
+    failures: refresh_backoff.Failures | None,
+    now: float,
+    deadline: float,
+) -> str | None:
+    """Why a refresh does not start now: the back-off of failed attempts, then the version
+    budget. A forced run is skipped (the reason returned); any other raises. A takeover
+    finishes what another run started: never held back. An operator's forced run (after
+    fixing a cause, say) is not delayed by the back-off."""
+    takeover = lease is LeaseVerdict.TAKE_OVER
+    forced = request.forced and not takeover
+    if not takeover and not request.by_operator:
+        wait = refresh_backoff.refusal(failures, now=now)
+        if wait is not None and forced:
+            return wait
+        if wait is not None:
+            raise RefreshBackoffError(wait)
+    return _budget_refusal(vault, forced, deadline)
 
 
 def _budget_refusal(vault: CredentialVault, forced: bool, deadline: float) -> str | None:

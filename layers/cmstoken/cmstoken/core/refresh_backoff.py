@@ -1,0 +1,95 @@
+"""How often a refresh is attempted while attempts keep failing (SPEC section 4 item 5: a
+transient failure gets a bounded back-off, then fails so that the platform retries).
+
+Every attempt that claims the credential and fails writes versions of the refresh credential
+secret (its claim and its release, and its store when the refresh worked but the publication
+did not), and Secrets Manager keeps a day of versions (``core.version_budget``). Without a
+back-off the schedule's checks and Lambda's two retries of each would make an outage of the
+identity provider (or of the service's exchange) cost 6 versions an hour, more at shorter
+intervals: the reserve kept for the schedule and an operator's re-authorization would be spent
+by the schedule itself. So the release of a failed attempt records how many attempts in a row
+failed (``Failures``), and the next attempt waits:
+
+- the first three in a row are never delayed: the run and Lambda's two retries of it, "about 1
+  and 3 minutes later" (SPEC 2b/2c: a token whose answer was lost is presented again promptly;
+  a tenant's reuse interval of 5 minutes must be enough);
+- then ``BACKOFF`` after the third, the fourth, and every later failure: a little short of 1, 2
+  and 4 hours, so that an hourly schedule's check is the one that makes the attempt.
+
+A streak ends when a service token is published after its last failure (a refresh that went
+through, or a new authorization). At most ``ATTEMPTS_A_DAY`` attempts fall in any 24 hours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cmstoken.core.clock import to_iso
+
+DAY = 86_400.0
+AT_ONCE = 3
+BACKOFF = (50 * 60.0, 110 * 60.0, 230 * 60.0)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A streak of failed refresh attempts: how many in a row, when the last one ended, and
+    when the next may start (epoch seconds)."""
+
+    count: int
+    last_at: float
+    retry_at: float
+
+
+def delay(count: int) -> float:
+    """Seconds after the ``count``-th failure in a row before the next attempt."""
+    if count < AT_ONCE:
+        return 0.0
+    return BACKOFF[min(count - AT_ONCE, len(BACKOFF) - 1)]
+
+
+def offsets_within(span: float) -> list[float]:
+    """When one streak's attempts start, in seconds from its first, up to ``span``: each as
+    soon as the back-off allows."""
+    at, offsets = 0.0, []
+    while at <= span:
+        offsets.append(at)
+        at += delay(len(offsets))
+    return offsets
+
+
+def attempts_within(span: float) -> int:
+    """The most attempts one streak makes in ``span`` seconds from its first (both ends in)."""
+    return len(offsets_within(span))
+
+
+# A streak's first day is its densest: the back-off only grows.
+ATTEMPTS_A_DAY = attempts_within(DAY)
+
+
+def streak(recorded: Failures | None, published_at: float | None) -> Failures | None:
+    """The streak ``recorded`` while it lasts: ``None`` once a service token was published
+    (``published_at``, ``None``: none is) after its last failure."""
+    # Stored times are whole seconds: only a later second is surely after.
+    if recorded is None or (published_at is not None and int(published_at) > recorded.last_at):
+        return None
+    return recorded
+
+
+def refusal(recorded: Failures | None, *, now: float) -> str | None:
+    """Why no attempt may start now in the streak ``recorded``; ``None``: one may."""
+    if recorded is None or now >= recorded.retry_at:
+        return None
+    return (
+        f"backing off: {recorded.count} refresh attempts in a row failed; the next may start "
+        f"at {to_iso(recorded.retry_at)}"
+    )
+
+
+def failed(previous: Failures | None, *, now: float, retry_after: float | None = None) -> Failures:
+    """The streak after an attempt that failed at ``now``: one more in a row, and the next
+    attempt after the back-off or the upstream's own wait hint (``Retry-After``), whichever
+    is later."""
+    count = 1 if previous is None else previous.count + 1
+    wait = max(delay(count), retry_after or 0.0)
+    return Failures(count=count, last_at=now, retry_at=now + wait)

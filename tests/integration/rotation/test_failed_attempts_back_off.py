@@ -1,0 +1,156 @@
+"""Failed refresh attempts back off (``core.refresh_backoff``), so that an outage of the identity
+provider or of the service's exchange costs the refresh credential secret no more versions than
+the version budget keeps for the schedule (docs/how-rotation-works.md, "Failed attempts back
+off").
+
+On Lambda's retry semantics: "If the function returns an error, Lambda attempts to run it two
+more times, with a one-minute wait between the first two attempts, and two minutes between the
+second and third attempts" (Lambda Developer Guide, "Asynchronous invocation"); a run that
+returns is not retried. The schedule invokes the rotator every hour (the default
+``RotationIntervalMinutes``). Secrets Manager keeps every version younger than a day
+(PutSecretValue: "it does not remove versions created less than 24 hours ago"), so a day's
+writes are what the quota sees."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from cmstoken.core import refresh_backoff
+from cmstoken.core.errors import CmsTokenError, RefreshBackoffError
+from cmstoken.core.version_budget import SCHEDULE_DAY
+from harness import Stack
+from support import load_event
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+LAMBDA_RETRIES = (60, 120)  # seconds before the first and between the first and second retry
+
+
+def make_due(stack: Stack) -> None:
+    stack.emulator.advance(19 * HOUR)
+
+
+def scheduled_check(stack: Stack, outcomes: Counter[str]) -> None:
+    """One scheduled invocation, retried as Lambda retries a failed asynchronous one."""
+    for wait in (0, *LAMBDA_RETRIES):
+        stack.emulator.advance(wait)
+        try:
+            outcomes[stack.invoke("rotator", load_event("rotator-scheduled"))["outcome"]] += 1
+            return
+        except RefreshBackoffError:
+            outcomes["backing off"] += 1
+        except CmsTokenError:
+            outcomes["failed"] += 1
+
+
+def written(stack: Stack) -> int:
+    return stack.aws_calls["PutSecretValue"]
+
+
+@pytest.mark.parametrize("endpoint", ["refresh", "exchange"])
+def test_a_day_of_outage_writes_no_more_than_the_schedules_day(stack: Stack, endpoint: str) -> None:
+    """A day of 503s from the token endpoint (nothing acted on) or from the service's exchange
+    (each attempt's refresh goes through and is stored; its token is never published): at most
+    ``ATTEMPTS_A_DAY`` attempts and ``SCHEDULE_DAY`` versions, where every hourly check and
+    each of Lambda's retries would otherwise attempt (72 attempts, 144 versions or more). The
+    day after, the outage over, the next attempt rotates within the longest wait."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject(endpoint, "status", times=1_000_000, status=503)
+    outcomes: Counter[str] = Counter()
+    start = stack.clock.now()
+    while stack.clock.now() < start + 24 * HOUR - 300:
+        scheduled_check(stack, outcomes)
+        next_check = start + HOUR * (1 + (stack.clock.now() - start) // HOUR)
+        stack.emulator.advance(next_check - stack.clock.now())
+    document = stack.refresh_document()
+    assert document.failures is not None
+    attempts = document.failures.count
+    assert attempts <= refresh_backoff.ATTEMPTS_A_DAY, outcomes
+    assert written(stack) <= SCHEDULE_DAY, (written(stack), outcomes)
+    print(endpoint, dict(outcomes), "attempts", attempts, "versions", written(stack))
+    if endpoint == "refresh":
+        assert outcomes["failed"] == attempts, outcomes
+        assert outcomes["backing off"] > 0
+    stack.emulator.clear_faults()
+    recovered = stack.clock.now()
+    while stack.clock.now() < recovered + refresh_backoff.BACKOFF[-1] + HOUR:
+        scheduled_check(stack, outcomes)
+        if outcomes["rotated"]:
+            break
+        stack.emulator.advance(HOUR)
+    assert outcomes["rotated"] == 1, outcomes
+    assert stack.published_token_works()
+    assert stack.emulator.refresh_token_valid(stack.newest_refresh_token())
+
+
+def test_the_first_failures_are_retried_at_once_and_the_streak_ends_with_a_published_token(
+    stack: Stack,
+) -> None:
+    """Lambda's two retries of a failed run attempt again at once (a lost answer must be
+    presented again within the provider's reuse interval); the third failure in a row waits;
+    a token published ends the streak."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
+    outcomes: Counter[str] = Counter()
+    scheduled_check(stack, outcomes)
+    assert outcomes == Counter({"failed": 3})
+    failures = stack.refresh_document().failures
+    assert failures is not None
+    assert failures.count == 3
+    assert failures.retry_at - failures.last_at == refresh_backoff.BACKOFF[0]
+    stack.emulator.clear_faults()
+    stack.emulator.advance(refresh_backoff.BACKOFF[0] - 60)
+    with pytest.raises(RefreshBackoffError, match="3 refresh attempts in a row failed"):
+        stack.invoke("rotator", load_event("rotator-scheduled"))
+    refreshes = stack.emulator.counts["refresh"]
+    requested = stack.invoke("rotator", load_event("rotator-refresh-requested"))
+    assert (requested["outcome"], requested["reason"][:11]) == ("skipped", "backing off")
+    assert stack.emulator.counts["refresh"] == refreshes
+    stack.emulator.advance(60)
+    assert stack.invoke("rotator", load_event("rotator-scheduled"))["outcome"] == "rotated"
+    assert stack.emulator.counts["refresh"] == refreshes + 1
+    # The failures stay in the document until the next failure; a published token ends them.
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
+    with pytest.raises(CmsTokenError):
+        stack.invoke("rotator", load_event("rotator-scheduled"))
+    failures = stack.refresh_document().failures
+    assert failures is not None
+    assert failures.count == 1
+
+
+def test_an_operators_rotate_is_not_delayed(stack: Stack) -> None:
+    """``cmstoken-admin rotate`` (a direct invocation with ``{"force": true}``, which only IAM
+    in the stack's account allows) attempts at once, whatever the streak: an operator who
+    fixed the cause need not wait hours for the schedule's next attempt."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
+    scheduled_check(stack, Counter())
+    assert refresh_backoff.refusal(stack.refresh_document().failures, now=stack.clock.now())
+    stack.emulator.clear_faults()
+    assert stack.invoke("rotator", load_event("rotator-force"))["outcome"] == "rotated"
+
+
+def test_retry_after_longer_than_the_wait_is_kept(stack: Stack) -> None:
+    """A 429 whose ``Retry-After`` outlasts the invocation: the next attempt waits for it, even
+    among the first failures of a streak (SPEC 4.5: honour ``Retry-After``)."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "rate_limit", times=1_000_000, retry_after=900)
+    with pytest.raises(CmsTokenError):
+        stack.invoke("rotator", load_event("rotator-scheduled"))
+    failures = stack.refresh_document().failures
+    assert failures is not None
+    assert failures.count == 1
+    assert failures.retry_at - failures.last_at >= 899
+    refreshes = stack.emulator.counts["refresh"]
+    stack.emulator.advance(60)
+    with pytest.raises(RefreshBackoffError):
+        stack.invoke("rotator", load_event("rotator-scheduled"))
+    assert stack.emulator.counts["refresh"] == refreshes
