@@ -42,7 +42,6 @@ calls refused (busy).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -51,19 +50,8 @@ from functools import partial
 from typing import Any, cast
 
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED
-from cmstoken.aws.functions import FunctionCaller
-from cmstoken.aws.link_state import KEY, LinkState
-from cmstoken.aws.secrets import SecretStore
-from cmstoken.aws.topic import Topic
 from cmstoken.core.errors import ReauthorizationRequiredError
-from cmstoken.core.link_tags import LINKS_ALIAS
 from cmstoken.links import tokens
-from cmstoken.links.app import LinksApp
-from cmstoken.links.events import Outcome, Remind
-from cmstoken.links.portal import AwsPortal
-from cmstoken.links.stack import Stack
-from cmstoken.links.web import Request
-from simulation.dynamodb import DynamoDBModel
 from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
@@ -75,160 +63,21 @@ from simulation.exploration import (
     search,
 )
 from simulation.invariants import Step, Violation
-from simulation.secretsmanager import SecretsManagerModel
-from simulation.sns import SnsModel
-from simulation.world import HOUR, World
+from simulation.links_world import (
+    KEY_TEXT,
+    NEEDS,
+    LambdaModel,
+    LinksWorld,
+    expected,
+    new_links_world,
+    notices,
+    user_code_of,
+)
+from simulation.world import HOUR
 
-STACK = Stack(name="cmstoken", account="123456789012", region="us-east-1")
-DOMAIN = "links.lambda-url.us-east-1.on.aws"
-URL = f"https://{DOMAIN}/"
-TABLE = "links"
-KEY_SECRET = "cmstoken/link-signing-key"
-KEY_TEXT = "k" * 64
-STARTS_PER_HOUR = 6
-WARNING_SECONDS = 25 * 86_400
 RETRY_AFTER = 60.0  # Lambda retries a failed asynchronous invocation after about a minute
 SCENARIOS = ("double click", "two links", "two reminders", "outcome and reminder", "two polls")
 PRESS_SCENARIOS = ("double click", "two links")
-
-
-class LambdaModel:
-    """Lambda's ``Invoke`` of the bootstrap function, for the real ``FunctionCaller``: a
-    ``RequestResponse`` invocation passes a scheduling point (where Lambda may refuse it) and
-    then runs the real bootstrap in-process (its calls are scheduling points of their own); an
-    error it raises comes back as Lambda's ``FunctionError``. An ``Event`` invocation is queued
-    (a scheduling point: the queue is shared). A crash inside the bootstrap ends the whole
-    actor: the harness cannot end one process of an actor and let its caller go on, so a
-    bootstrap that dies alone is explored as its calls refused (``busy``)."""
-
-    def __init__(self, world: World, interceptor: Any) -> None:
-        self.world, self.interceptor = world, interceptor
-        self.queued: list[dict[str, Any]] = []
-
-    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> Any:  # noqa: N803
-        payload = json.loads(Payload)
-        if InvocationType == "Event":
-            self.interceptor("lambda", "InvokeAsync:queue", lambda: self.queued.append(payload))
-            return {"StatusCode": 202}
-        self.interceptor("lambda", f"Invoke:{payload['action']}", lambda: None)
-        via_links = FunctionName.endswith(f":{LINKS_ALIAS}")
-        try:
-            result = self.world.bootstrap(seconds=20, via_links=via_links, **payload)
-        except Exception as exc:
-            body = {"errorType": type(exc).__name__, "errorMessage": "(not shown)"}
-            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _body(body)}
-        return {"StatusCode": 200, "Payload": _body(result)}
-
-
-def _body(value: Any) -> io.BytesIO:
-    return io.BytesIO(json.dumps(value).encode())
-
-
-@dataclass
-class LinksWorld:
-    """A stack with one-click re-authorization on the models."""
-
-    world: World
-    table: DynamoDBModel
-    topic: SnsModel
-    functions: LambdaModel
-    topic_arn: str
-    keys: SecretsManagerModel = field(default_factory=SecretsManagerModel)
-    sent: dict[int, str] = field(default_factory=dict)  # links sent, by serial
-    poll_results: dict[str, Any] = field(default_factory=dict)  # a poller's, once it ended
-    poll_links: dict[str, str] = field(default_factory=dict)  # the link a poller polls for
-
-    def app(self) -> LinksApp:
-        portal = AwsPortal(
-            stack=STACK,
-            locate=lambda: URL,
-            secrets=SecretStore(cast(Any, self.keys)),
-            key_secret_id=KEY_SECRET,
-            bootstrap=FunctionCaller(f"bootstrap:{LINKS_ALIAS}", client=cast(Any, self.functions)),
-            table=LinkState(TABLE, client=cast(Any, self.table)),
-            topic=Topic(self.topic_arn, client=cast(Any, self.topic)),
-            starts_per_hour=STARTS_PER_HOUR,
-        )
-        return LinksApp(lambda url: portal, WARNING_SECONDS, lambda: int(self.world.clock.now()))
-
-    def link(self, serial: int) -> str:
-        """A link for the current credential, issued now."""
-        binding = self.binding()
-        token, _ = tokens.new_link(
-            STACK,
-            binding=binding,
-            key=KEY_TEXT.encode(),
-            now=int(self.world.clock.now()),
-            lifetime=86_400,
-            nonce=serial.to_bytes(16, "big"),
-        )
-        return token
-
-    def binding(self) -> int:
-        credential = self.world.refresh_document().credential
-        return 0 if credential is None else int(credential.authorized_at)
-
-    def press(self, link: str) -> dict[str, Any]:
-        """The person presses the button on ``link``'s page: the page's POST."""
-        key = KEY_TEXT.encode()
-        claims = tokens.check(link, key, _expected(self.binding()), int(self.world.clock.now()))
-        proof = "" if not isinstance(claims, tokens.Claims) else tokens.form_proof(key, claims)
-        request = Request(
-            method="POST",
-            path=f"/l/{link}",
-            domain=DOMAIN,
-            headers={"origin": f"https://{DOMAIN}", "sec-fetch-site": "same-origin"},
-            body=f"proof={proof}".encode(),
-        )
-        return cast(dict[str, Any], self.app().handle(request))
-
-    def remind(self, reason: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.app().handle(Remind(reason)))
-
-    def poll_and_report(self, poller: str, link: str) -> dict[str, Any]:
-        """A queued background poll (by ``poller``) of what the link tagged ``link`` started,
-        and its outcome delivered to the links."""
-        self.poll_results.pop(poller, None)
-        self.poll_links[poller] = link
-        result = self.world.bootstrap("poll", seconds=60, via_links=True, link=link)
-        self.poll_results[poller] = result
-        return cast(dict[str, Any], self.app().handle(Outcome(result, link=link)))
-
-    def link_of(self, serial: int) -> str:
-        """The link with ``serial`` the stack sent before the scenario began."""
-        return self.sent[serial]
-
-    def resume_poll(self, poller: str) -> dict[str, Any]:
-        """Lambda's retry of ``poller``'s poll and its outcome: the outcome alone when the poll
-        ended (its destination record is kept), otherwise both."""
-        link = self.poll_links[poller]
-        if poller not in self.poll_results:
-            return self.poll_and_report(poller, link)
-        outcome = Outcome(self.poll_results[poller], link=link)
-        return cast(dict[str, Any], self.app().handle(outcome))
-
-    def items(self) -> dict[str, dict[str, Any]]:
-        return {i[KEY]["S"]: i for i in self.table.scan(TableName=TABLE)["Items"]}
-
-
-def _expected(binding: int) -> tokens.Expected:
-    return tokens.Expected(
-        stack=STACK.name, account=STACK.account, region=STACK.region, binding=binding
-    )
-
-
-def user_code_of(answer: Any) -> str | None:
-    """The user code a started page shows."""
-    if not isinstance(answer, dict) or answer.get("statusCode") != 200:
-        return None
-    body = str(answer.get("body", ""))
-    marker = 'class="code">'
-    if marker not in body:
-        return None
-    return body.split(marker, 1)[1].split("<", 1)[0]
-
-
-NEEDS = ("credential-refused", "never-bootstrapped", "warning-window")
 ENDINGS = ("authorized", "denied", "expired", "identity-refused", "failed")
 PRESSES = ("press-1", "press-2", "press-a", "press-b")
 POLLER = "poll"
@@ -248,11 +97,6 @@ SCENARIO = {
     "outcome and reminder": Scenario("outcome and reminder", (POLLER, "remind-schedule"), {}),
     "two polls": Scenario("two polls", (POLLER, "poll-2"), {}),
 }
-
-
-def notices(topic: SnsModel) -> list[dict[str, str]]:
-    """The facts of every notice published, in order (what an ``sqs`` subscriber gets)."""
-    return [json.loads(p.body("sqs")) for p in topic.published]
 
 
 class LinksHarness(Harness):
@@ -546,20 +390,7 @@ def run_schedule(
     with contextlib.suppress(ReauthorizationRequiredError):  # marks the credential refused
         world.rotator("setup").run(SCHEDULED, deadline=world.clock.now() + DEADLINE_SECONDS)
     assert world.refresh_document().credential.status == STATUS_REAUTHORIZATION_REQUIRED  # type: ignore[union-attr]
-    lw = LinksWorld(
-        world=world,
-        table=DynamoDBModel(interceptor=harness),
-        topic=SnsModel(interceptor=harness),
-        functions=LambdaModel(world, harness),
-        topic_arn="",
-    )
-    lw.topic_arn = lw.topic.create_topic(Name="cmstoken-alarms")["TopicArn"]
-    lw.table.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
-    )
-    lw.keys.create_secret(Name=KEY_SECRET, SecretString=KEY_TEXT)
+    lw = new_links_world(world, harness, LambdaModel(world, harness))
     harness.links_world = lw
     lw.sent = {serial: lw.link(serial) for serial in set(scenario.links.values()) or {1}}
     if scenario.name in ("outcome and reminder", "two polls"):  # link 1 started it
@@ -580,7 +411,7 @@ def run_schedule(
 def _tag(lw: LinksWorld, serial: int) -> str:
     """The tag of the link with ``serial`` the stack sent."""
     now = int(lw.world.clock.now())
-    claims = tokens.check(lw.sent[serial], KEY_TEXT.encode(), _expected(lw.binding()), now)
+    claims = tokens.check(lw.sent[serial], KEY_TEXT.encode(), expected(lw.binding()), now)
     assert isinstance(claims, tokens.Claims)
     return tokens.tag(claims)
 

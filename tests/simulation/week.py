@@ -63,38 +63,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
-from typing import Any, cast
+from typing import Any
 
-from cmstoken.aws.functions import FunctionCaller
-from cmstoken.aws.link_state import KEY, LinkState
-from cmstoken.aws.secrets import SecretStore
-from cmstoken.aws.topic import Topic
 from cmstoken.bootstrap import BootstrapRequest
 from cmstoken.core.clock import parse_iso
 from cmstoken.core.errors import CmsTokenError, CredentialLostError
-from cmstoken.core.link_tags import LINKS_ALIAS
 from cmstoken.core.triggers import QUEUED, RotationRequest
-from cmstoken.links.app import LinksApp
 from cmstoken.links.events import Outcome
-from cmstoken.links.portal import AwsPortal
 from cmstoken.observability import metrics, record_authorized, record_run
-from simulation.dynamodb import DynamoDBModel
 from simulation.exploration import SCHEDULED
-from simulation.links_exploration import (
-    KEY_SECRET,
-    KEY_TEXT,
-    NEEDS,
-    STACK,
-    TABLE,
-    URL,
-    LambdaModel,
-    LinksWorld,
-    notices,
-    user_code_of,
-)
+from simulation.links_world import NEEDS, LambdaModel, new_links_world, notices, user_code_of
 from simulation.refresh_flood import DEDUPLICATION_SECONDS, wiring
-from simulation.secretsmanager import DAY, SecretsManagerModel
-from simulation.sns import SnsModel
+from simulation.secretsmanager import DAY
 from simulation.upstream import SUBJECT
 from simulation.world import REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
@@ -562,29 +542,6 @@ class WeekLambda(LambdaModel):
 
 
 @dataclass
-class WeekLinks(LinksWorld):
-    """``LinksWorld`` with the template's warning and start limit."""
-
-    starts_per_hour: int = 6
-    warning_seconds: int = 0
-
-    def app(self) -> LinksApp:
-        portal = AwsPortal(
-            stack=STACK,
-            locate=lambda: URL,
-            secrets=SecretStore(cast(Any, self.keys)),
-            key_secret_id=KEY_SECRET,
-            bootstrap=FunctionCaller(f"bootstrap:{LINKS_ALIAS}", client=cast(Any, self.functions)),
-            table=LinkState(TABLE, client=cast(Any, self.table)),
-            topic=Topic(self.topic_arn, client=cast(Any, self.topic)),
-            starts_per_hour=self.starts_per_hour,
-        )
-        return LinksApp(
-            lambda url: portal, self.warning_seconds, lambda: int(self.world.clock.now())
-        )
-
-
-@dataclass
 class Held:
     token: str
     expires_at: float
@@ -867,24 +824,15 @@ class Week:
         level = library.level
         library.setLevel(logging.ERROR)
         world.seed()
-        self.links = WeekLinks(
-            world=world,
-            table=DynamoDBModel(interceptor=self.engine.intercept),
-            topic=SnsModel(interceptor=self.engine.intercept),
-            functions=WeekLambda(world, self.engine.intercept),
-            topic_arn="",
-            keys=SecretsManagerModel(),
+        functions = WeekLambda(world, self.engine.intercept)
+        functions.week = self
+        self.links = new_links_world(
+            world,
+            self.engine.intercept,
+            functions,
             starts_per_hour=limits_.starts_per_hour,
             warning_seconds=limits_.warning,
         )
-        cast(WeekLambda, self.links.functions).week = self
-        self.links.topic_arn = self.links.topic.create_topic(Name="cmstoken-alarms")["TopicArn"]
-        self.links.table.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
-        )
-        self.links.keys.create_secret(Name=KEY_SECRET, SecretString=KEY_TEXT)
         self.attacker = Attacker(self)
         self.engine.observers += [self.measure, self.attacker.observe]
         authorized_at = self.clock.now()

@@ -13,7 +13,13 @@ import template_model
 from cmstoken.aws.link_state import LEASE_SECONDS
 from cmstoken.cli.admin.command import build_parser
 from cmstoken.links import messages, tokens
-from cmstoken.links.notifying import DAY, LINK_LIFETIME, OUTCOME_LINK_EVERY
+from cmstoken.links.notifying import (
+    DAY,
+    LINK_LIFETIME,
+    OUTCOME_LINK_EVERY,
+    REMINDER_EVERY,
+    REMINDER_SLACK,
+)
 from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.refusals import Refusal
 from cmstoken.links.stack import Stack
@@ -118,6 +124,8 @@ def test_the_days_links_and_the_press_window_stated_are_the_codes() -> None:
     needs = len(set(Need) - {Need.NOT_BOOTSTRAPPED})
     assert f"so at most {needs}, on the day" in flat
     assert f"**at most {needs + 1}; 2 while one need lasts**" in flat
-    assert f"starts at most {needs + 1} authorizations in any 24 hours" in flat
+    assert REMINDER_EVERY == DAY - REMINDER_SLACK == 22 * 3600
+    assert "in any 22 hours, none while an authorization is pending" in flat
+    assert f"starts at most {needs + 1} authorizations in any 22 hours" in flat
     # PRESS_SECONDS is the template's timeout: test_link_presses
     assert f"({PRESS_SECONDS} seconds, the function's timeout)" in flat

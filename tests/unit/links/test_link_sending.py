@@ -1,9 +1,9 @@
 """Sending the links (no sockets): the notice of each need goes to the topic with a link that
-works, at most once a day for the same need of the same credential, never while an
-authorization is pending or when nothing is needed; the background poll's outcome is reported
-(with a fresh link when the need lasts, at most once a day: test_link_chain), or polled again
-while pending. And the events that
-invoke the function, read from the samples in events/."""
+works, on every run of the daily schedule but at most once in 22 hours for the same need of
+the same credential, never while an authorization is pending or when nothing is needed; the
+background poll's outcome is reported (with a fresh link when the need lasts, at most once a
+day: test_link_chain), or polled again while pending. And the events that invoke the
+function, read from the samples in events/."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from cmstoken.core.settings import LinksSettings
 from cmstoken.links import tokens
 from cmstoken.links.app import LinksApp
 from cmstoken.links.events import Outcome, Remind, read_event
-from cmstoken.links.notifying import DAY, Notices
+from cmstoken.links.notifying import DAY, REMINDER_EVERY, REMINDER_SLACK, Notices
 from cmstoken.links.portal import POLLS_PER_HOUR
 from cmstoken.links.stack_state import Need, StackState
 from cmstoken.links.web import Request, handle
@@ -81,11 +81,37 @@ def test_each_need_is_sent_with_a_link_that_opens_its_page(
 
 def test_a_need_is_sent_once_a_day_and_afresh_for_a_new_credential(world: World) -> None:
     world.bootstrap.status = "reauthorization_required"
-    sent = [notices(world).remind(NOW + offset) for offset in (0, 60, DAY - 1, DAY)]
+    offsets = (0, 60, REMINDER_EVERY - 1, DAY)
+    sent = [notices(world).remind(NOW + offset) for offset in offsets]
     assert [line.endswith("sent") for line in sent] == [True, False, False, True]
     world.bootstrap.authorized_at = AUTHORIZED_AT + 1  # another credential, refused too
     assert notices(world).remind(NOW + DAY + 1).endswith("sent")
     assert len(world.messages()) == 3
+
+
+def test_the_daily_schedule_reminds_every_day_though_a_run_comes_early_or_the_last_late(
+    world: World,
+) -> None:
+    """Scheduler's rate(1 day) runs are not exactly a day apart: a run 5 s early, or one on
+    time after a run its retries delayed by their hour, still sends; a second run an hour
+    after a send does not."""
+    world.bootstrap.status = "reauthorization_required"
+    assert notices(world).remind(NOW).endswith("sent")
+    assert notices(world).remind(NOW + 3600).endswith("not again (already sent, or being sent)")
+    day = NOW + DAY - 5
+    assert notices(world).remind(day).endswith("sent")  # 5 s early
+    assert notices(world).remind(day + DAY + 3630).endswith("sent")  # retried for an hour
+    assert notices(world).remind(day + 2 * DAY).endswith("sent")  # the next run, on time
+    assert len(world.messages()) == 4
+
+
+def test_the_reminders_slack_covers_the_schedules_retries_and_is_well_under_a_day() -> None:
+    schedule = source()["Resources"]["LinksFunction"]["Properties"]["Events"]["Reminder"]
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 day)"
+    retried = int(schedule["Properties"]["RetryPolicy"]["MaximumEventAgeInSeconds"])
+    lambda_retries = 60 + 120  # a failed asynchronous invocation, tried twice more
+    assert retried + lambda_retries + 60 < REMINDER_SLACK <= DAY // 8
+    assert REMINDER_EVERY == DAY - REMINDER_SLACK
 
 
 def test_nothing_is_sent_when_nothing_is_needed_or_an_authorization_is_pending(

@@ -1,7 +1,7 @@
-"""Sending the links: a notice of what the stack needs (when an alarm goes off, then once a
-day while the need lasts, never after a new authorization), and the outcome of an
-authorization started from a link (the bootstrap's background poll), with a new link at most
-once a day per credential."""
+"""Sending the links: a notice of what the stack needs (when an alarm goes off, then on the
+daily schedule while the need lasts, at most once in ``REMINDER_EVERY``; never after a new
+authorization), and the outcome of an authorization started from a link (the bootstrap's
+background poll), with a new link at most once a day per credential."""
 
 from __future__ import annotations
 
@@ -25,6 +25,14 @@ AUTHORIZED_EVERY = 30 * DAY  # an authorization is reported once (its binding is
 # per credential: whoever holds one message cannot chain links (press, let the code expire,
 # press the next link) beyond the daily reminder's and this one.
 OUTCOME_LINK_EVERY = DAY
+# The daily reminder's schedule (template.yaml, rate(1 day)) is not exact: a run may come a few
+# seconds early, and the run before it late (Scheduler retries an invocation for up to an hour,
+# the RetryPolicy's MaximumEventAgeInSeconds; Lambda a failed one 1 and 3 minutes later). A run
+# refused for coming less than a day after the last notice would leave the need unnotified until
+# the next day's, so the reminder's claim allows this much less than a day: at most one reminder
+# of a need in any REMINDER_EVERY (22 hours). A previous run later than that still loses a day.
+REMINDER_SLACK = 2 * 3600
+REMINDER_EVERY = DAY - REMINDER_SLACK
 _ENDINGS = ("denied", "expired", "failed")
 # The bootstrap's words for an approval by another identity (bootstrap/identity.py).
 _OTHER_IDENTITY = re.compile(
@@ -75,8 +83,9 @@ class Notices:
     warning_seconds: int
 
     def remind(self, now: int) -> str:
-        """Send the notice of the current need, at most once a day for the same need of the
-        same credential; nothing while an authorization is pending or nothing is needed."""
+        """Send the notice of the current need, at most once in ``REMINDER_EVERY`` for the same
+        need of the same credential (so on every run of the daily schedule); nothing while an
+        authorization is pending or nothing is needed."""
         state = self.portal.state()
         need = state.need(now=now, warning_seconds=self.warning_seconds)
         if need is None:
@@ -84,7 +93,9 @@ class Notices:
         if state.pending_at(now) is not None:
             return "an authorization is pending"
         claim = _reminder(need, state)
-        return self._once(claim, DAY, now, lambda: self._need(need, state, now), need.value)
+        return self._once(
+            claim, REMINDER_EVERY, now, lambda: self._need(need, state, now), need.value
+        )
 
     def _need(self, need: Need, state: StackState, now: int) -> messages.Notice:
         link = self.link(state, now)
