@@ -29,10 +29,11 @@ Lambda, as documented (AWS Lambda Developer Guide):
 
 Callers, all at once:
 
-- members' refresh requests, as fast as EventBridge and the queue take them (the queue's every
-  deduplication window gets one, sent just before a scheduled run, so that the forced run holds
-  the rotator when the schedule's invocation arrives); the refused consumer fleet's requests are
-  among them (the queue already takes one a window: more requests add no runs);
+- members' refresh requests (none when ``members`` is False), as fast as EventBridge and the
+  queue take them (the queue's every deduplication window gets one, sent just before a
+  scheduled run, so that the forced run holds the rotator when the schedule's invocation
+  arrives); the refused consumer fleet's requests are among them (the queue already takes one a
+  window: more requests add no runs);
 - duplicate deliveries: every scheduled invocation and every message delivered twice;
 - whoever holds the alarm topic's messages (``Attacker``), spending the links' start limit as
   fast as it lets them: every link that came since the last press, all at once, a second after
@@ -75,7 +76,7 @@ from simulation.exploration import SCHEDULED
 from simulation.links_world import NEEDS, LambdaModel, new_links_world, notices, user_code_of
 from simulation.refresh_flood import DEDUPLICATION_SECONDS, wiring
 from simulation.secretsmanager import DAY
-from simulation.upstream import SUBJECT
+from simulation.upstream import SLOW_DOWN_STEP, SUBJECT
 from simulation.world import REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 WEEK = 7 * DAY
@@ -84,6 +85,9 @@ PRESSES = 7  # concurrent presses of one link (the default)
 FOREIGN = "auth0|someone-else"
 OPERATOR_ATTEMPTS = 3
 OPERATOR_APPROVES_AFTER = 30.0  # seconds from the start to the operator's approval
+# The operator's moment "a link's pending": this long after a link's start whose code the
+# attacker leaves to expire, while that link's background poll polls it.
+LINK_PENDING_AFTER = 120.0
 THROTTLE_BACKOFF_MAX = 300.0  # Lambda backs a throttled asynchronous event off up to 5 minutes
 DUPLICATE_AFTER = 1.0  # a duplicate delivery's delay
 REACTION = 1.0  # the attacker presses a second after a notice
@@ -320,6 +324,9 @@ class Figures:
     revoked: bool = False
     reauthorized_at: float | None = None
     operator: list[str] = field(default_factory=list)
+    # Seconds into the span when a link's start showed a code the attacker leaves to expire.
+    left_pending: list[float] = field(default_factory=list)
+    slow_downs: int = 0  # the identity provider's slow_down answers (two pollers of one code)
     first_failure: str | None = None
 
     def real_failures(self, expiry_alarm: float) -> bool:
@@ -355,6 +362,7 @@ class Figures:
                 f"  scheduled run's longest throttled wait:   {self.delays['schedule']:.2f} s",
                 f"  credential lost / family revoked:         {self.lost or 'no'} / "
                 f"{'yes' if self.revoked else 'no'}",
+                f"  slow_down answers:                        {self.slow_downs}",
                 f"  operator:                                 {'; '.join(self.operator)}",
                 f"  first failure:                            {self.first_failure or 'none'}",
             ]
@@ -621,6 +629,8 @@ class Attacker:
             self.codes.add(code)
             if len(self.codes) % 2:  # every other one: a foreign identity approves it
                 self.week.world.identity.approve(code, FOREIGN)
+            else:
+                self.week.figures.left_pending.append(self.week.clock.now() - self.week.start)
         every = [a for pages in answers.values() for a in pages]
         if len(every) < expected:
             return
@@ -669,9 +679,11 @@ class Week:
         *,
         span: Span | None = None,
         presses: int = PRESSES,
+        members: bool = True,
     ) -> None:
         self.span = span or Span()
         self.presses = presses
+        self.members = members  # False: no member sends a refresh request
         self.limits = limits()
         self.clock = EngineClock(SimClock().now() - self.span.age)
         self.start = self.clock.now() + self.span.age  # the family was authorized at first
@@ -791,6 +803,9 @@ class Week:
 
         def body() -> None:
             for attempt in range(1, OPERATOR_ATTEMPTS + 1):
+                met = self.world.refresh_document().pending
+                if met is not None and met.link is not None and met.expires_at > self.clock.now():
+                    notes.append(f"start {attempt} met a link's pending authorization")
                 started = self.bootstrap("start")
                 if started.get("status") != "pending":
                     said = str(started.get("message", ""))[:90]
@@ -847,11 +862,13 @@ class Week:
             + 30
             + limits_.interval * math.ceil((self.start - authorized_at) / limits_.interval)
         )
-        self.flood(
-            first_run
-            - 0.01
-            - DEDUPLICATION_SECONDS * math.floor((first_run - self.start) / DEDUPLICATION_SECONDS)
-        )
+        if self.members:
+            self.flood(
+                first_run
+                - 0.01
+                - DEDUPLICATION_SECONDS
+                * math.floor((first_run - self.start) / DEDUPLICATION_SECONDS)
+            )
         self.daily(self.start + 60)
         aging = authorized_at + limits_.warning + limits_.interval
         if self.start <= aging < self.start + self.span.length:
@@ -870,6 +887,10 @@ class Week:
         figures, identity = self.figures, self.world.identity
         figures.link_starts = len(self.attacker.codes)
         figures.revoked = any(t.family.revoked for t in identity.tokens.values())
+        figures.slow_downs = sum(
+            (code.interval - identity.poll_interval) // SLOW_DOWN_STEP
+            for code in identity.devices.values()
+        )
         from alarm_timeline import alarmed, replay
 
         changes = replay(self.points, start=self.start, end=self.start + self.span.length)
@@ -888,8 +909,21 @@ def false_alarms(figures: Figures) -> dict[str, int]:
 
 
 @cache
+def without_operator(span: Span, *, members: bool = True) -> Figures:
+    """``span`` without the operator (the moments are read from it)."""
+    return Week(None, "no operator", span=span, members=members).run()
+
+
 def worst_moment(span: Span) -> float:
     """Seconds into ``span`` when the callers have used most of what they can: when the
     versions in use first peak within the warning window (the links' attack), in the span
     without the operator."""
-    return Week(None, "no operator", span=span).run().warning_peak[1]
+    return without_operator(span).warning_peak[1]
+
+
+def link_pending_moment(span: Span) -> float:
+    """Seconds into ``span`` when the first authorization a link started and the attacker
+    left unapproved is pending (``LINK_PENDING_AFTER`` into it), its background poll polling,
+    in the span without the members' requests (with them, the version budget refuses every
+    link's poll: their forced refreshes spend what outside callers may write)."""
+    return without_operator(span, members=False).left_pending[0] + LINK_PENDING_AFTER

@@ -156,3 +156,26 @@ def test_a_links_start_past_the_outside_callers_versions_is_refused_before_anyth
     assert asked(stack, "device_code") == 0
     started = stack.invoke("bootstrap", {"action": "start"})
     assert started["status"] == "pending"
+
+
+def test_an_operators_start_replaces_a_links_authorization_and_is_polled_alone(
+    stack: Stack,
+) -> None:
+    """A link's authorization is pending when the operator re-authorizes: the operator's start
+    gets a new code (no two pollers of one code, which would answer each other's
+    ``slow_down``), the link's poll then polls nothing, and the operator's approval is
+    authorized."""
+    stack.seed()
+    links = through_links(stack, {"action": "start", "link": MINE})
+    assert links["status"] == "pending"
+    started = stack.invoke("bootstrap", {"action": "start"})
+    assert started["status"] == "pending"
+    assert started["user_code"] != links["user_code"]
+    assert asked(stack, "device_code") == 2
+    pending = stack.refresh_document().pending
+    assert pending is not None
+    assert (pending.user_code, pending.link) == (started["user_code"], None)
+    assert through_links(stack, {"action": "poll", "link": MINE})["status"] == "pending_elsewhere"
+    assert asked(stack, "device_token") == 0
+    stack.emulator.approve(started["user_code"])
+    assert stack.invoke("bootstrap", load_event("bootstrap-poll"))["status"] == "authorized"

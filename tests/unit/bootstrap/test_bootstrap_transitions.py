@@ -33,6 +33,7 @@ from cmstoken.bootstrap.states import (
     poll_stage,
     promote,
     replace_pending,
+    start_event,
     start_stage,
     step,
     verification_event,
@@ -68,12 +69,22 @@ from unit.bootstrap.bootstrap_model import (
 # document expected.
 Outcome = tuple[Transition, RefreshSecret | None, RefreshSecret | None]
 NEWER = pending("device-2", expires_at=NOW + 900)
+LINK = "0123456789abcdef" * 2  # a link's tag
 
 
 def started(stage: Stage) -> Outcome:
     document = DOCUMENTS[stage]
-    taken = step(start_stage(document, NOW), Event.START)
+    taken = step(start_stage(document, NOW), start_event(document, NOW, None))
     expected = None if stage is Stage.PENDING else replace(document, pending=NEWER, candidate=None)
+    return taken, apply(taken, document, started=NEWER), expected
+
+
+def taken_over() -> Outcome:
+    """An operator's start over a live authorization a link started: the operator's replaces
+    it (and any candidate)."""
+    document = replace(DOCUMENTS[Stage.PENDING], pending=replace(pending(), link=LINK))
+    taken = step(start_stage(document, NOW), start_event(document, NOW, None))
+    expected = replace(document, pending=NEWER, candidate=None)
     return taken, apply(taken, document, started=NEWER), expected
 
 
@@ -131,6 +142,12 @@ CASES: dict[tuple[Stage, Event], Callable[[], Outcome]] = {
     (Stage.NONE, Event.START): lambda: started(Stage.NONE),
     (Stage.CANDIDATE, Event.START): lambda: started(Stage.CANDIDATE),
     (Stage.PENDING, Event.START): lambda: started(Stage.PENDING),
+    (Stage.PENDING, Event.TAKE_OVER): taken_over,
+    (Stage.PENDING, Event.SUPERSEDED): lambda: (
+        step(Stage.PENDING, Event.SUPERSEDED),
+        None,  # a link's poll that sees its code replaced writes nothing
+        None,
+    ),
     (Stage.NONE, Event.POLL): lambda: (
         step(poll_stage(DOCUMENTS[Stage.NONE], NOW), Event.POLL),
         None,
@@ -232,6 +249,7 @@ ENDS = {
 }
 MOVES_ON = {
     Event.START: Stage.PENDING,
+    Event.TAKE_OVER: Stage.PENDING,
     Event.APPROVED: Stage.CREDENTIAL,
     Event.APPROVED_OVER_ACTIVE: Stage.CANDIDATE,
     Event.VERIFIED: Stage.CREDENTIAL,
@@ -342,6 +360,22 @@ def test_a_start_never_overwrites_a_live_code_another_start_stored_meanwhile() -
     assert started == replace(DOCUMENTS[Stage.CANDIDATE], pending=mine, candidate=None)
 
 
+def test_only_an_operators_start_takes_over_and_only_a_links_authorization() -> None:
+    """An operator's start replaces a live authorization a link started; a link's start never
+    replaces a live one, nor an operator's start an operator's (both return it)."""
+    links = replace(DOCUMENTS[Stage.PENDING], pending=replace(pending(), link=LINK))
+    operators = DOCUMENTS[Stage.PENDING]
+    assert start_event(links, NOW, None) is Event.TAKE_OVER
+    assert start_event(links, NOW, "f" * 32) is Event.START
+    assert start_event(operators, NOW, None) is Event.START
+    assert start_event(operators, NOW, LINK) is Event.START
+    mine, theirs = replace(NEWER, link=None), replace(NEWER, link="f" * 32)
+    assert begin(links, mine, NOW) == replace(links, pending=mine)
+    assert begin(links, theirs, NOW) is None
+    assert begin(operators, mine, NOW) is None
+    assert begin(operators, theirs, NOW) is None
+
+
 def test_a_refused_approval_of_a_replaced_code_writes_nothing_and_keeps_the_newer_one() -> None:
     document = replace(ACTIVE_AND_PENDING, pending=NEWER)
     move = approve(document, approval(pending(), subject=MALLORY))
@@ -378,6 +412,7 @@ ENDS_ELSEWHERE = {
     (Stage.NONE, Event.START),
     (Stage.CANDIDATE, Event.START),
     (Stage.PENDING, Event.START),
+    (Stage.PENDING, Event.TAKE_OVER),
     (Stage.PENDING, Event.STILL_PENDING),
     (Stage.PENDING, Event.APPROVED),
     (Stage.PENDING, Event.APPROVED_OVER_ACTIVE),

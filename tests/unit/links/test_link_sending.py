@@ -347,3 +347,21 @@ def test_an_approval_left_to_the_next_poll_is_polled_again(world: World) -> None
     assert (deferred["status"], deferred["approved"]) == ("pending", True)
     assert notices(world).outcome(deferred, NOW, TAG) == "outcome pending: polling again"
     assert world.bootstrap.sent == [{"action": "poll", "link": TAG}]
+
+
+@pytest.mark.parametrize("status", ["reauthorization_required", "active"])
+def test_a_links_authorization_an_operator_replaced_is_not_reported_nor_polled_again(
+    world: World, status: str
+) -> None:
+    """An operator's start replaced what the link started: its background poll stops
+    (superseded, or the operator's pending met first); nothing failed, so no notice and no new
+    link, and no poll again (the operator polls their own)."""
+    world.bootstrap.status = status
+    world.bootstrap.pending_until, world.bootstrap.pending_link = NOW + 900, None
+    superseded = ending(step(Stage.PENDING, Event.SUPERSEDED))
+    assert superseded["status"] == "superseded"
+    elsewhere = {"status": "pending_elsewhere", "expires_at": "2026-11-29T10:00:00Z"}
+    for result in (superseded, elsewhere):
+        assert notices(world).outcome(result, NOW, TAG).endswith("not reported")
+    assert world.messages() == []
+    assert world.bootstrap.sent == []

@@ -1,8 +1,10 @@
 """The one-time device authorization, run inside AWS (SPEC section 3, bootstrap function).
 
 ``start`` asks for a device code and keeps the pending authorization in the refresh credential
-secret, next to (never over) an active credential. ``poll`` (``polling``) polls it until 2 s
-before the invocation's deadline and stores the approval at once (persist-first, ``approval``):
+secret, next to (never over) an active credential; one that meets a live pending authorization
+returns it, except an operator's over one a link started, which it replaces (that link's poll
+stops: ``states.takes_over``). ``poll`` (``polling``) polls it until 2 s before the
+invocation's deadline and stores the approval at once (persist-first, ``approval``):
 
 - with no active credential (a first bootstrap, or after the old one was refused), it becomes
   the credential right away; its service token is then exchanged, verified and published (or,
@@ -32,7 +34,14 @@ from cmstoken.aws.secrets import SecretStore
 from cmstoken.aws.vault import Check, CredentialVault
 from cmstoken.bootstrap import results
 from cmstoken.bootstrap.request import BootstrapRequest
-from cmstoken.bootstrap.states import Action, Event, begin, start_stage, step
+from cmstoken.bootstrap.states import (
+    Action,
+    Event,
+    begin,
+    start_event,
+    start_stage,
+    step,
+)
 from cmstoken.core.clock import Clock, optional_iso, to_iso
 from cmstoken.core.settings import Settings
 
@@ -115,9 +124,13 @@ class Bootstrapper:
     ) -> dict[str, Any]:
         """Request a device code and keep it pending (started by ``link``, when a link asks);
         an active credential stays untouched. A candidate left unfinished by an earlier
-        authorization is dropped (this one replaces it)."""
+        authorization is dropped (this one replaces it), and so is, by an operator's start, a
+        link's pending authorization."""
         snapshot = self.vault.read_refresh(deadline)
-        transition = step(start_stage(snapshot.secret, self.clock.now()), Event.START)
+        now = self.clock.now()
+        transition = step(
+            start_stage(snapshot.secret, now), start_event(snapshot.secret, now, link)
+        )
         if transition.action is Action.NOTHING:
             return _already_pending(snapshot.secret, link)
         from cmstoken.core.version_budget import PER_START, Writer  # a start's only
@@ -135,6 +148,8 @@ class Bootstrapper:
 
         if self.vault.update_refresh(snapshot, store, deadline, checked=checked) is None:
             return _already_pending(latest[0], link)  # another start came first: it stands
+        # What the write replaced: a link's live authorization, or none.
+        took_over = start_event(latest[0], self.clock.now(), link) is Event.TAKE_OVER
         # The user code is not logged: whoever reads the logs could approve it first.
         logger.info(
             "device authorization started",
@@ -142,12 +157,18 @@ class Bootstrapper:
                 "free_trial": free_trial,
                 "allow_new_identity": allow_new_identity,
                 "by_link": link is not None,
+                "took_over": took_over,
             },
+        )
+        replaced = (
+            "it replaces the authorization a link started (whose code is not polled again): "
+            if took_over
+            else ""
         )
         return results.pending(
             pending,
-            f"open {pending.verification_uri_complete} (or {pending.verification_uri} and enter "
-            f"{pending.user_code}), approve, then poll",
+            f"{replaced}open {pending.verification_uri_complete} (or {pending.verification_uri} "
+            f"and enter {pending.user_code}), approve, then poll",
         )
 
     def _device_code(self, free_trial: bool, allow_new_identity: bool) -> PendingAuthorization:

@@ -3,7 +3,12 @@ stop, resuming the schedule a previous invocation left, so the interval is respe
 invocations too; the schedule is stored only when the next invocation could not otherwise keep
 to it (at most one write while nothing is approved). An approved authorization is stored, then
 finished (``finishing``); one that an earlier invocation stored but could not finish is
-finished first."""
+finished first.
+
+One poller per device code: a link's poll polls only what that link started, an operator's
+only what no link started, and a link's poll reads, before each poll, whether its code is still
+the stored one (an operator's start replaces a link's: ``states.takes_over``); it stops, writing
+nothing, once it is not."""
 
 from __future__ import annotations
 
@@ -66,8 +71,9 @@ class Polling:
     ) -> dict[str, Any]:
         """Finish a candidate, else poll the pending authorization until it ends or
         ``stop_at``, else publish a new credential's token an earlier poll had no time for.
-        A link's poll (``link``: its tag) polls only what that link started; finishing what
-        is already approved is the same whoever asks."""
+        A link's poll (``link``: its tag) polls only what that link started, an operator's
+        only what no link started; finishing what is already approved is the same whoever
+        asks."""
         snapshot = self.vault.read_refresh(deadline)
         secret = snapshot.secret
         stage = poll_stage(secret, self.clock.now())
@@ -78,13 +84,16 @@ class Polling:
             assert secret.pending is not None
             if link is not None and secret.pending.link != link:
                 return results.pending_elsewhere(secret.pending)
+            if link is None and secret.pending.link is not None:
+                return results.polled_by_link(secret.pending)
             checked = (
                 Check(Writer.OUTSIDE, "a link's poll") if link else Check(Writer.INSIDE, "a poll")
             )
             # Before the device code is presented: its answer's writes must fit.
             self.vault.room(checked, PER_POLL, deadline)
+            watch = None if link is None else _Watch(self.vault, secret.pending, deadline)
             return self._poll(
-                snapshot, secret.pending, stop_at, deadline, allow_new_identity, checked
+                snapshot, secret.pending, stop_at, deadline, allow_new_identity, checked, watch
             )
         if stage is Stage.CREDENTIAL:
             return self.finisher.resume(secret, deadline)
@@ -98,9 +107,11 @@ class Polling:
         deadline: float,
         allow_new_identity: bool,
         checked: Check,
+        watch: _Watch | None,
     ) -> dict[str, Any]:
-        """Poll the token endpoint on the stored schedule until an answer ends the wait; the
-        schedule's and the forgetting's writes are counted as ``checked``."""
+        """Poll the token endpoint on the stored schedule until an answer ends the wait or
+        ``watch`` (a link's poll) sees the code replaced; the schedule's and the forgetting's
+        writes are counted as ``checked``."""
         # The device flow is loaded by start and poll only (not by a status query's cold start).
         from cmstoken.upstream.device_flow import DevicePoller, PollSchedule
         from cmstoken.upstream.identity import IdentityClient
@@ -119,6 +130,7 @@ class Polling:
             device_code=pending.device_code,
             schedule=schedule,
             clock=self.clock,
+            proceed=watch,
         )
         stop_at = min(stop_at, deadline - POLL_DEADLINE_MARGIN)
         try:
@@ -127,6 +139,8 @@ class Polling:
             transition = step(Stage.PENDING, poll_event(exc))
             self._keep(transition, snapshot, pending, schedule, None, deadline, checked)
             return results.ending(transition, error=exc)
+        if tokens is None and watch is not None and watch.replaced:
+            return results.ending(step(Stage.PENDING, Event.SUPERSEDED))  # nothing to write
         if tokens is None:
             still = step(Stage.PENDING, Event.STILL_PENDING)
             self._keep(still, snapshot, pending, schedule, stop_at, deadline, checked)
@@ -222,3 +236,23 @@ class Polling:
             deadline,
             checked=checked,
         )
+
+
+class _Watch:
+    """Asked by a link's poll before each poll of its code: whether ``pending`` is still the
+    stored authorization (``replaced`` once it is not). A read that fails lets the poll go on:
+    its writes check the stored code anyway."""
+
+    def __init__(self, vault: CredentialVault, pending: PendingAuthorization, deadline: float):
+        self.vault = vault
+        self.device_code = pending.device_code
+        self.deadline = deadline
+        self.replaced = False
+
+    def __call__(self) -> bool:
+        try:
+            stored = self.vault.read_refresh(self.deadline).secret.pending
+        except CmsTokenError:
+            return True
+        self.replaced = stored is None or stored.device_code != self.device_code
+        return not self.replaced

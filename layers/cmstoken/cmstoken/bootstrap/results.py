@@ -36,6 +36,11 @@ REFUSED_CREDENTIAL = (
 # transitions an invocation ends on; the others (start, still pending, published) say more.
 ENDINGS: dict[tuple[Stage, Event], tuple[str, str]] = {
     (Stage.NONE, Event.POLL): _NOTHING_PENDING,
+    (Stage.PENDING, Event.SUPERSEDED): (
+        "superseded",
+        "the authorization was replaced (by an operator's start) or ended by another poll: its "
+        "code is no longer polled, and nothing failed",
+    ),
     (Stage.PENDING, Event.EXPIRED): (
         "expired",
         "the code expired before it was approved: run start again",
@@ -197,4 +202,16 @@ def pending_elsewhere(authorization: PendingAuthorization) -> dict[str, Any]:
         "status": "pending_elsewhere",
         "expires_at": to_iso(authorization.expires_at),
         "message": "another authorization is pending; a link shows and polls only its own",
+    }
+
+
+def polled_by_link(authorization: PendingAuthorization) -> dict[str, Any]:
+    """An operator's poll that meets an authorization a link started: its link's poll polls
+    it (two pollers of one code would answer each other's ``slow_down``), and an operator's
+    start replaces it."""
+    return {
+        "status": "pending_elsewhere",
+        "expires_at": to_iso(authorization.expires_at),
+        "message": "the pending authorization was started by a link, whose own poll polls it: "
+        "run start, and yours replaces it",
     }

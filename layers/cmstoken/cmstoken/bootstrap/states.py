@@ -2,6 +2,8 @@
 
 One authorization goes through these stages (``Stage``): ``start`` makes it *pending*; the
 poll's answers keep it pending or end it (*expired*, *denied*, *failed*), or approve it. An
+operator's start replaces a pending authorization a link started: that one is *superseded*, and
+its link's poll stops without polling its code again. An
 approval is *refused* (another identity, or nothing to verify it with over an active
 credential), or stored: as the *credential* when none is active, else as the *candidate* next
 to the active one. A candidate's service token is exchanged and verified first; only then is it
@@ -64,13 +66,14 @@ class Stage(StrEnum):
     FAILED = "failed"  # the identity provider refused the code otherwise
     REFUSED = "refused"  # the approval was refused before being stored; tokens discarded
     DROPPED = "dropped"  # the candidate was removed: both secrets as before ``start``
-    SUPERSEDED = "superseded"  # another start or poll replaced or finished the candidate
+    SUPERSEDED = "superseded"  # an operator's start replaced it, or a poll finished the candidate
 
 
 class Event(StrEnum):
     """What happened to an authorization: an action, an upstream answer, a write's outcome."""
 
     START = "start"  # a start, before it asks for a device code
+    TAKE_OVER = "take_over"  # an operator's start over a live authorization a link started
     POLL = "poll"  # a poll, when there is nothing to poll or finish
     STILL_PENDING = "still_pending"  # authorization_pending / slow_down until the poll stopped
     POLL_FAILED = "poll_failed"  # the poll's transient failures outlived their retries
@@ -88,7 +91,7 @@ class Event(StrEnum):
     SERVICE_REFUSED = "service_refused"  # the service refused the exchange or verification
     SERVICE_UNAVAILABLE = "service_unavailable"  # transient failures outlived their retries
     STORE_FAILED = "store_failed"  # the promotion could not be written
-    SUPERSEDED = "superseded"  # the candidate is no longer the stored one
+    SUPERSEDED = "superseded"  # the code or candidate polled or finished is no longer stored
     NOTHING_TO_EXCHANGE = "nothing_to_exchange"  # no usable access token came with it
     PUBLISHED = "published"  # the service token is written where consumers read it
     PUBLISH_FAILED = "publish_failed"  # the exchange, verification or write failed
@@ -124,6 +127,8 @@ TRANSITIONS: tuple[Transition, ...] = tuple(
         (_S.NONE, _E.START, _S.PENDING, _A.STORE_PENDING),
         (_S.CANDIDATE, _E.START, _S.PENDING, _A.STORE_PENDING),
         (_S.PENDING, _E.START, _S.PENDING, _A.NOTHING),
+        (_S.PENDING, _E.TAKE_OVER, _S.PENDING, _A.STORE_PENDING),
+        (_S.PENDING, _E.SUPERSEDED, _S.SUPERSEDED, _A.NOTHING),
         (_S.NONE, _E.POLL, _S.NONE, _A.NOTHING),
         (_S.PENDING, _E.STILL_PENDING, _S.PENDING, _A.KEEP_SCHEDULE),
         (_S.PENDING, _E.POLL_FAILED, _S.PENDING, _A.KEEP_SCHEDULE),
@@ -174,6 +179,22 @@ def start_stage(document: RefreshSecret, now: float) -> Stage:
     if pending is not None and pending.expires_at > now:
         return Stage.PENDING
     return Stage.NONE if document.candidate is None else Stage.CANDIDATE
+
+
+def start_event(document: RefreshSecret, now: float, link: str | None) -> Event:
+    """What a start is (``link``: the tag of the link asking, ``None``: an operator): an
+    operator's over a live authorization a link started takes it over (``takes_over``)."""
+    pending = document.pending
+    if pending is None or start_stage(document, now) is not Stage.PENDING:
+        return Event.START
+    return Event.TAKE_OVER if takes_over(link, pending) else Event.START
+
+
+def takes_over(link: str | None, pending: PendingAuthorization) -> bool:
+    """Whether a start by ``link`` replaces the live ``pending``: an operator's start replaces
+    a link's (whose background poll would otherwise poll the code the operator approves, and
+    the two answer each other's ``slow_down``); any other start keeps what is pending."""
+    return link is None and pending.link is not None
 
 
 def poll_stage(document: RefreshSecret, now: float) -> Stage:
@@ -250,10 +271,12 @@ def verification_event(error: CmsTokenError) -> Event:
 def begin(
     document: RefreshSecret, pending: PendingAuthorization, now: float
 ) -> RefreshSecret | None:
-    """``STORE_PENDING``: the new pending authorization, and no candidate; ``None`` when
-    another start stored a live one meanwhile (that one stands: its code may already be on a
-    person's screen, and only the stored one is polled)."""
-    if start_stage(document, now) is Stage.PENDING:
+    """``STORE_PENDING``: the new pending authorization, and no candidate; ``None`` when a
+    live one stands (another start stored it meanwhile: its code may already be on a person's
+    screen, and only the stored one is polled), unless the new one takes it over
+    (``takes_over``: an operator's over a link's)."""
+    live = start_stage(document, now) is Stage.PENDING
+    if live and start_event(document, now, pending.link) is not Event.TAKE_OVER:
         return None
     return replace(document, pending=pending, candidate=None)
 

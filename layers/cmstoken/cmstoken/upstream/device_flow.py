@@ -10,6 +10,7 @@ Lambda invocation) can persist the schedule and carry on later without polling t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cmstoken.core.clock import Clock, to_iso
@@ -89,8 +90,9 @@ class DevicePoller:
     """Polls the token endpoint for one device code until it yields tokens or ends.
 
     ``run`` returns the tokens, returns ``None`` when ``stop_at`` comes first (the schedule is
-    then the one to resume with), or raises: ``ExpiredTokenError`` when the code expired (start
-    again), ``AccessDeniedError`` when the user refused, another ``TerminalError``, the last
+    then the one to resume with) or ``proceed`` says no before a poll, or raises:
+    ``ExpiredTokenError`` when the code expired (start again), ``AccessDeniedError`` when the
+    user refused, another ``TerminalError``, the last
     ``TransientError`` after ``max_transient_failures`` failures in a row, or a second
     ``TransientError`` whose answer can no longer arrive (``may_send_again`` False: no answer
     within the limit, a dropped connection, a gateway's 502 or 504, a 2xx answer that could
@@ -112,6 +114,7 @@ class DevicePoller:
         schedule: PollSchedule,
         clock: Clock,
         max_transient_failures: int = 5,
+        proceed: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
         self.client_id = client_id
@@ -119,6 +122,7 @@ class DevicePoller:
         self.schedule = schedule
         self.clock = clock
         self.max_transient_failures = max_transient_failures
+        self.proceed = proceed  # asked before each poll: False stops the run (None: never)
         self.polls = 0
 
     def run(self, *, stop_at: float | None = None) -> TokenAnswer | None:
@@ -135,9 +139,8 @@ class DevicePoller:
             if poll_at >= schedule.expires_at:
                 # No poll is left before the code expires: waiting for it would change nothing.
                 raise _expired(schedule)
-            if stop_at is not None and poll_at + MIN_POLL_BUDGET > stop_at:
+            if not self._wait(poll_at, stop_at):
                 return None
-            self.clock.sleep(poll_at - now)
             time_limit = None if stop_at is None else stop_at - self.clock.now()
             self.polls += 1
             try:
@@ -181,6 +184,14 @@ class DevicePoller:
                     "poll failed, retrying",
                     extra={"error": str(exc), "failures": failures, "wait_seconds": wait},
                 )
+
+    def _wait(self, poll_at: float, stop_at: float | None) -> bool:
+        """Sleep until ``poll_at``, then ask ``proceed``; False at once when the poll's answer
+        could not come before ``stop_at``."""
+        if stop_at is not None and poll_at + MIN_POLL_BUDGET > stop_at:
+            return False
+        self.clock.sleep(poll_at - self.clock.now())
+        return self.proceed is None or self.proceed()
 
 
 def _expired(schedule: PollSchedule) -> ExpiredTokenError:
