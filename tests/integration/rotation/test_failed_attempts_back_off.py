@@ -46,6 +46,13 @@ def scheduled_check(stack: Stack, outcomes: Counter[str]) -> None:
             outcomes["failed"] += 1
 
 
+def recorded(stack: Stack) -> refresh_backoff.Failures:
+    """The streak of failed attempts the refresh credential's document records."""
+    failures = stack.refresh_document().failures
+    assert failures is not None
+    return failures
+
+
 def written(stack: Stack) -> int:
     return stack.aws_calls["PutSecretValue"]
 
@@ -66,9 +73,7 @@ def test_a_day_of_outage_writes_no_more_than_the_schedules_day(stack: Stack, end
         scheduled_check(stack, outcomes)
         next_check = start + HOUR * (1 + (stack.clock.now() - start) // HOUR)
         stack.emulator.advance(next_check - stack.clock.now())
-    document = stack.refresh_document()
-    assert document.failures is not None
-    attempts = document.failures.count
+    attempts = recorded(stack).count
     assert attempts <= refresh_backoff.ATTEMPTS_A_DAY, outcomes
     assert written(stack) <= SCHEDULE_DAY, (written(stack), outcomes)
     print(endpoint, dict(outcomes), "attempts", attempts, "versions", written(stack))
@@ -99,8 +104,7 @@ def test_the_first_failures_are_retried_at_once_and_the_streak_ends_with_a_publi
     outcomes: Counter[str] = Counter()
     scheduled_check(stack, outcomes)
     assert outcomes == Counter({"failed": 3})
-    failures = stack.refresh_document().failures
-    assert failures is not None
+    failures = recorded(stack)
     assert failures.count == 3
     assert failures.retry_at - failures.last_at == refresh_backoff.BACKOFF[0]
     stack.emulator.clear_faults()
@@ -119,9 +123,7 @@ def test_the_first_failures_are_retried_at_once_and_the_streak_ends_with_a_publi
     stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
     with pytest.raises(CmsTokenError):
         stack.invoke("rotator", load_event("rotator-scheduled"))
-    failures = stack.refresh_document().failures
-    assert failures is not None
-    assert failures.count == 1
+    assert recorded(stack).count == 1
 
 
 def test_an_operators_rotate_is_not_delayed(stack: Stack) -> None:
@@ -145,8 +147,7 @@ def test_retry_after_longer_than_the_wait_is_kept(stack: Stack) -> None:
     stack.emulator.inject("refresh", "rate_limit", times=1_000_000, retry_after=900)
     with pytest.raises(CmsTokenError):
         stack.invoke("rotator", load_event("rotator-scheduled"))
-    failures = stack.refresh_document().failures
-    assert failures is not None
+    failures = recorded(stack)
     assert failures.count == 1
     assert failures.retry_at - failures.last_at >= 899
     refreshes = stack.emulator.counts["refresh"]

@@ -71,11 +71,24 @@ class _Reader:
             raise self.fail(f"field {key!r} must not be negative")
         return value
 
+    def positive(self, key: str) -> int:
+        value = self.integer(key)
+        if value < 1:
+            raise self.fail(f"field {key!r} must be at least 1")
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self.document.get(key, default)
         if not isinstance(value, bool):
             raise self.fail(f"field {key!r} must be true or false")
         return value
+
+
+def _section(document: Any, key: str, where: str) -> _Reader:
+    """A reader of the object under the refresh credential's ``key``."""
+    if not isinstance(document, dict):
+        raise DocumentError(f"refresh credential: field {key!r} must be an object")
+    return _Reader(document, where)
 
 
 def _load(text: str | bytes, where: str) -> dict[str, Any]:
@@ -144,12 +157,8 @@ class PendingAuthorization:
     @classmethod
     def from_dict(cls, document: Any) -> PendingAuthorization:
         """Parse the ``pending`` object of the refresh credential document."""
-        if not isinstance(document, dict):
-            raise DocumentError("refresh credential: field 'pending' must be an object")
-        read = _Reader(document, "refresh credential pending authorization")
-        interval = read.integer("interval")
-        if interval < 1:
-            raise read.fail("field 'interval' must be at least 1")
+        read = _section(document, "pending", "refresh credential pending authorization")
+        interval = read.positive("interval")
         return cls(
             device_code=read.text("device_code"),
             user_code=read.text("user_code"),
@@ -252,9 +261,7 @@ class Lease:
     @classmethod
     def from_dict(cls, document: Any) -> Lease:
         """Parse the ``lease`` object."""
-        if not isinstance(document, dict):
-            raise DocumentError("refresh credential: field 'lease' must be an object")
-        read = _Reader(document, "refresh credential lease")
+        read = _section(document, "lease", "refresh credential lease")
         return cls(
             owner=read.text("owner"),
             expires_at=read.time("expires_at"),
@@ -273,13 +280,10 @@ def _failures_to_dict(failures: Failures) -> dict[str, Any]:
 
 def _failures_from_dict(document: Any) -> Failures:
     """Parse the ``failures`` object."""
-    if not isinstance(document, dict):
-        raise DocumentError("refresh credential: field 'failures' must be an object")
-    read = _Reader(document, "refresh credential failures")
-    count = read.integer("count")
-    if count < 1:
-        raise read.fail("field 'count' must be at least 1")
-    return Failures(count=count, last_at=read.time("last_at"), retry_at=read.time("retry_at"))
+    read = _section(document, "failures", "refresh credential failures")
+    return Failures(
+        count=read.positive("count"), last_at=read.time("last_at"), retry_at=read.time("retry_at")
+    )
 
 
 @dataclass(frozen=True)
