@@ -51,6 +51,7 @@ from cmstoken.core.errors import (
     UpstreamTimeoutError,
     VerificationFailedError,
 )
+from cmstoken.core.refresh_backoff import Failures
 from unit.bootstrap.bootstrap_model import (
     DOCUMENTS,
     MALLORY,
@@ -397,6 +398,18 @@ def test_a_first_approval_becomes_the_credential_whoever_approved() -> None:
     assert move.transition.event is Event.APPROVED
     expected = RefreshSecret(credential=new_credential(subject=MALLORY), raw_access_token=raw())
     assert move.document == expected
+
+
+def test_a_promotion_clears_the_replaced_credentials_lease_and_failed_refreshes() -> None:
+    """The rotator's streak of failed refreshes is about the credential a promotion replaces:
+    the new one's first refresh is not delayed by it (``core.refresh_backoff``)."""
+    streak = Failures(count=5, last_at=NOW - 60, retry_at=NOW + 13_740)
+    document = replace(DOCUMENTS[Stage.CANDIDATE], failures=streak)
+    assert document.candidate is not None
+    move = promote(document, document.candidate)
+    assert move.transition.event is Event.VERIFIED
+    assert move.document is not None
+    assert (move.document.failures, move.document.lease) == (None, None)
 
 
 def test_a_new_identity_is_stored_when_allowed() -> None:

@@ -361,14 +361,15 @@ def install(
     document: RefreshSecret, credential: RefreshCredential, raw_access_token: RawAccessToken | None
 ) -> RefreshSecret:
     """``STORE_CREDENTIAL`` and ``PROMOTE``: ``credential`` (with its access token) becomes the
-    active one; a candidate and the rotator's lease, both about the credential it replaces,
-    are cleared."""
+    active one; a candidate, the rotator's lease and its streak of failed refreshes, all about
+    the credential it replaces, are cleared."""
     return replace(
         document,
         credential=credential,
         raw_access_token=raw_access_token,
         candidate=None,
         lease=None,
+        failures=None,
     )
 
 
