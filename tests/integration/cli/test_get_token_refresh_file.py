@@ -114,7 +114,9 @@ def saved(emu: Emulator, path: Path, outcome: Outcome) -> tuple[dict[str, Any], 
     assert outcome.returncode == 0, outcome.stderr
     document: dict[str, Any] = outcome.json()
     kept = path.read_text()
-    assert kept == document["refresh_token"] + "\n"
+    assert document["refresh_token_file"] == str(path)  # the file is the token's one place
+    assert "refresh_token" not in document
+    assert kept.strip() not in outcome.stdout
     assert emu.refresh_token_valid(kept.strip())
     assert emu.service_token_valid(document["access_token"])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -202,7 +204,7 @@ def test_concurrent_renewals_of_one_file_take_turns(emu: Emulator, tmp_path: Pat
     assert emu.counts["refresh"] == 2
     assert_no_reuse(emu)
     assert emu.refresh_token_valid(path.read_text().strip())
-    assert json.loads(outputs[1][0])["refresh_token"] == path.read_text().strip()
+    assert json.loads(outputs[1][0])["refresh_token_file"] == str(path)
 
 
 # --- nothing is sent when the file cannot be used ------------------------------------------------
@@ -388,7 +390,8 @@ def test_the_file_beats_the_environment(emu: Emulator, tmp_path: Path) -> None:
     env = environment(SERVICE_BASE_URL=emu.base_url, CMS_REFRESH_TOKEN="v1.not-this-one")
     outcome = run(["--refresh-file", str(path)], env=env)
     assert outcome.returncode == 0, outcome.stderr
-    assert path.read_text().strip() == outcome.json()["refresh_token"]
+    assert emu.refresh_token_valid(path.read_text().strip())
+    assert outcome.json()["refresh_token_file"] == str(path)
     assert_no_reuse(emu)
 
 
@@ -406,7 +409,8 @@ def test_a_symlink_is_followed_and_kept(emu: Emulator, tmp_path: Path) -> None:
         assert outcome.returncode == 0, outcome.stderr
         assert link.is_symlink()
         assert link.resolve() == target.resolve()
-        assert target.read_text().strip() == outcome.json()["refresh_token"]
+        assert emu.refresh_token_valid(target.read_text().strip())
+        assert outcome.json()["refresh_token_file"] == str(link)
         assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert_no_reuse(emu)
     assert leftovers(vault) == []
@@ -465,7 +469,8 @@ def test_a_failed_exchange_keeps_the_saved_token(emu: Emulator, tmp_path: Path) 
     assert outcome.returncode == 1
     saved = path.read_text().strip()
     assert emu.refresh_token_valid(saved)
-    assert outcome.json()["refresh_token"] == saved
+    assert outcome.json()["refresh_token_file"] == str(path)
+    assert saved not in outcome.stdout
     assert "--refresh-file" in outcome.stderr
     outcome.assert_no_secret_on_stderr(old, saved)
     again = renew(emu, path)

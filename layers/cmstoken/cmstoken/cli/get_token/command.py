@@ -12,6 +12,7 @@ Only the upstream clients are imported: no boto3, no Powertools, so the command 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,6 +28,7 @@ from cmstoken.cli.console import (
     shown,
 )
 from cmstoken.cli.get_token.flows import exchange, run_device_flow, run_refresh
+from cmstoken.cli.get_token.holding import HeldInterrupts
 from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION, Options
 from cmstoken.cli.get_token.output import Result, render
 from cmstoken.cli.get_token.parser import EndOfInput, build_parser, parse_args
@@ -37,6 +39,7 @@ from cmstoken.core.errors import CmsTokenError, InvalidGrantError, UpstreamError
 from cmstoken.upstream.service import ServiceClient
 
 NO_TOKEN_GIVEN = "no refresh token given (end of input at the prompt); nothing was sent"  # noqa: S105
+CLOSED_OUTPUT = "standard output was closed (a broken pipe): the result could not be printed"
 VOID_FILE = (
     "the refresh token in the file is void: delete the file, then run the same command to "
     "log in again (a login never replaces a file that holds a token)"
@@ -54,34 +57,46 @@ def run(
 ) -> int:
     """Obtain the tokens, keep the new refresh token in ``refresh_file`` (when given: renewed,
     or created by the login when it held no token), exchange, print; returns the exit code.
-    ``CmsTokenError`` and ``KeyboardInterrupt`` before the tokens exist propagate to the
-    caller."""
+    From a refresh's (or a poll's) sending until its answer is kept, interrupts are held
+    (``holding``); one held then ends the run once it is kept (exit 130). ``CmsTokenError``
+    and ``KeyboardInterrupt`` before the tokens exist propagate to the caller."""
     retries = Retries(service.clock, stderr)
-    if options.refresh_token is None:
-        result = run_device_flow(
-            service, free_trial=options.free_trial, stdin=stdin, stderr=stderr, retries=retries
-        )
-        if refresh_file is not None and not _kept(
-            result.tokens.refresh_token, refresh_file, stderr
-        ):
-            return EXIT_FAILURE
-    else:
-        result = run_refresh(
-            service,
-            options.refresh_token,
-            free_trial=options.free_trial,
-            stderr=stderr,
-            retries=retries,
-        )
-        if not _kept(result.tokens.refresh_token, refresh_file, stderr):
-            return EXIT_FAILURE
-    try:
-        result = exchange(service, result, retries)
-    except (CmsTokenError, KeyboardInterrupt) as exc:
-        # The refresh token just issued is the only way back in without a new login: keep it.
-        _print_result(stdout, result, options.output_format, service.clock)
-        say(stderr, _exchange_failed(exc, in_file=refresh_file is not None))
-        return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else EXIT_FAILURE
+    in_file = refresh_file is not None
+    with HeldInterrupts(stderr, in_file=in_file, login=options.refresh_token is None) as held:
+        if options.refresh_token is None:
+            result = run_device_flow(
+                service,
+                free_trial=options.free_trial,
+                stdin=stdin,
+                stderr=stderr,
+                retries=retries,
+                held=held,
+            )
+            if refresh_file is not None and not _kept(
+                result.tokens.refresh_token, refresh_file, stderr
+            ):
+                return EXIT_FAILURE
+        else:
+            result = run_refresh(
+                service,
+                options.refresh_token,
+                free_trial=options.free_trial,
+                stderr=stderr,
+                retries=retries,
+                held=held,
+            )
+            if not _kept(result.tokens.refresh_token, refresh_file, stderr):
+                return EXIT_FAILURE
+        if refresh_file is not None:
+            result = dataclasses.replace(result, refresh_token_file=options.refresh_file)
+        try:
+            held.release()  # kept (in the file), or printed below whatever happens
+            result = exchange(service, result, retries)
+        except (CmsTokenError, KeyboardInterrupt) as exc:
+            # The refresh token just issued is the only way back in without a new login: keep it.
+            _print_result(stdout, result, options.output_format, service.clock)
+            say(stderr, _exchange_failed(exc, in_file=in_file))
+            return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else EXIT_FAILURE
     _print_result(stdout, result, options.output_format, service.clock)
     return EXIT_OK
 
@@ -123,15 +138,19 @@ def _print_result(stdout: TextIO, result: Result, output_format: str, clock: Clo
 
 
 def _exchange_failed(error: BaseException, *, in_file: bool) -> str:
-    """Why the exchange failed, and how to try again with the new refresh token (printed on
-    standard output, or kept in the refresh file: ``in_file``)."""
-    why = "interrupted" if isinstance(error, KeyboardInterrupt) else shown(error)
+    """One line: why the exchange failed (or was not made), and how to try again with the new
+    refresh token (printed on standard output, or kept in the refresh file: ``in_file``)."""
+    if isinstance(error, KeyboardInterrupt):
+        why = "interrupted before the service token was obtained"
+    else:
+        why = f"{shown(error)}; the exchange failed"
     again = (
-        f"it is kept in the refresh file: run {PROG} {REFRESH_FILE_OPTION} again to try again"
+        f"the new refresh token is kept in the refresh file: run {PROG} {REFRESH_FILE_OPTION} "
+        "again to try again"
         if in_file
         else f"the new refresh token is on standard output: run {PROG} -r with it to try again"
     )
-    return f"{PROG}: {why}\n{PROG}: the exchange failed; {again}"
+    return f"{PROG}: {why}; {again}"
 
 
 def _unsaved(error: BaseException, token: str, *, login: bool = False) -> str:
@@ -158,13 +177,28 @@ def _unsaved(error: BaseException, token: str, *, login: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``get-token`` console script; returns the exit code (0, 1, 2 or 130). Ctrl-C
-    anywhere (a prompt, a wait) and end of input at the ``refresh token:`` prompt end in one
-    line on standard error, never a traceback."""
+    anywhere (a prompt, a wait), end of input at the ``refresh token:`` prompt and a closed
+    standard output end in one line on standard error, never a traceback."""
     try:
         return _main(argv)
     except KeyboardInterrupt:
         say(sys.stderr, f"\n{PROG}: interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError as exc:
+        return _closed_output(exc)
+
+
+def _closed_output(error: BrokenPipeError) -> int:
+    """Standard output closed by its reader (``| head``, a reader killed by the same Ctrl-C):
+    Python's recipe (the ``signal`` module's note on SIGPIPE), standard output pointed at
+    devnull so that the flush at exit fails no more, and one line."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    interrupted = isinstance(error.__context__, KeyboardInterrupt)
+    with contextlib.suppress(OSError, ValueError):
+        say(sys.stderr, f"{PROG}: {'interrupted; ' if interrupted else ''}{CLOSED_OUTPUT}")
+    return EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
 
 
 def _main(argv: list[str] | None) -> int:

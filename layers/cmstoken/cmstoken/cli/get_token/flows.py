@@ -3,15 +3,17 @@ confirmation and the countdown), the refresh, and the exchange for the service t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TextIO
 
 from cmstoken.cli import countdown
 from cmstoken.cli.console import is_terminal, say, shown
+from cmstoken.cli.get_token.holding import HeldInterrupts
 from cmstoken.cli.get_token.options import PROG
 from cmstoken.cli.get_token.output import Result
 from cmstoken.cli.get_token.retries import Retries, refused_for_now
-from cmstoken.core.clock import to_iso
+from cmstoken.core.clock import Clock, to_iso
 from cmstoken.core.errors import (
     CmsTokenError,
     InvalidGrantError,
@@ -57,10 +59,12 @@ def run_device_flow(
     stdin: TextIO | None,
     stderr: TextIO,
     retries: Retries | None = None,
+    held: HeldInterrupts | None = None,
 ) -> Result:
     """Provider information and a device code, the address on stderr, the (y/N) confirmation,
     then RFC 8628 polling until the tokens arrive (or a terminal error), with a countdown on
-    stderr when it is a terminal."""
+    stderr when it is a terminal. Each poll is sent with interrupts ``held`` (tokens issued
+    once must be kept), released before the wait for the next."""
     retries = retries or Retries(service.clock, stderr)
     started: StartedAuthorization = retries.call(
         lambda: start_device_authorization(service, free_trial=free_trial),
@@ -71,12 +75,42 @@ def run_device_flow(
     say(stderr, _where_to_approve(authorization, free_trial=free_trial))
     _confirm(stdin, stderr)
     say(stderr, "Waiting for the authorization...")
+    poller = started.poller()
+    if held is not None:
+        poller.clock = _ReleasingClock(poller.clock, held)
+        poller.proceed = _holding(held)
     with Countdown(stderr, authorization.expires_at, service.clock.now):
-        tokens = started.poller().run()
+        tokens = poller.run()
     if tokens is None:  # only with a stop_at, which is not given
         raise AbortedError("polling stopped before the authorization finished")
     say(stderr, "Authorized.")
     return _result(tokens, started.provider.scope, stderr)
+
+
+class _ReleasingClock:
+    """A poller's clock whose waits between polls release the interrupts held for the last
+    poll (its answer held no tokens): an interrupt then ends the run at once."""
+
+    def __init__(self, clock: Clock, held: HeldInterrupts) -> None:
+        self.clock = clock
+        self.held = held
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def sleep(self, seconds: float) -> None:
+        self.held.release()
+        self.clock.sleep(seconds)
+
+
+def _holding(held: HeldInterrupts) -> Callable[[], bool]:
+    """The poller's ``proceed``: asked right before each poll is sent, it holds interrupts."""
+
+    def proceed() -> bool:
+        held.hold()
+        return True
+
+    return proceed
 
 
 def _where_to_approve(authorization: DeviceAuthorization, *, free_trial: bool) -> str:
@@ -113,10 +147,13 @@ def run_refresh(
     free_trial: bool,
     stderr: TextIO,
     retries: Retries | None = None,
+    held: HeldInterrupts | None = None,
 ) -> Result:
     """Provider information, then a refresh with the provider's (free-trial) client id. Either
     is sent again when it provably was not acted on (``may_send_again``); a refresh whose
-    answer was lost (it can no longer arrive) is sent again at once, once (``_refresh_again``)."""
+    answer was lost (it can no longer arrive) is sent again at once, once (``_refresh_again``).
+    Interrupts are ``held`` from the refresh's sending on (the caller releases them once its
+    answer is stored); one held when an attempt was provably not acted on ends the run then."""
     retries = retries or Retries(service.clock, stderr)
     provider = retries.call(
         service.provider_info, description="provider", retryable=refused_for_now
@@ -124,12 +161,20 @@ def run_refresh(
     identity = IdentityClient(provider.issuer_url, transport=service.transport, clock=service.clock)
     client_id = provider.client_id_for(free_trial)
 
+    def send() -> TokenAnswer:
+        if held is not None:
+            held.hold()  # from the sending on: its answer must be stored
+        return identity.refresh(client_id=client_id, refresh_token=refresh_token)
+
+    def retryable(error: BaseException) -> bool:
+        if not refused_for_now(error):
+            return False
+        if held is not None:
+            held.release()  # not acted on: nothing to store, so an interrupt ends the run
+        return True
+
     def refresh() -> TokenAnswer:
-        return retries.call(
-            lambda: identity.refresh(client_id=client_id, refresh_token=refresh_token),
-            description="refresh",
-            retryable=refused_for_now,
-        )
+        return retries.call(send, description="refresh", retryable=retryable)
 
     say(stderr, "Refreshing...")
     try:
@@ -189,7 +234,7 @@ def exchange(service: ServiceClient, result: Result, retries: Retries | None = N
         description="exchange",
         retryable=None,  # the raw access token it sends stays valid for another attempt
     )
-    return Result(tokens=tokens, scope=result.scope, service_token=service_token)
+    return dataclasses.replace(result, service_token=service_token)
 
 
 def _duration(seconds: int) -> str:

@@ -68,15 +68,26 @@ renewing from a token you keep elsewhere (it is void afterwards: keep the new on
   link with a file would leave its target holding the spent token, and whatever reads the
   target next would present it again: a reuse, which revokes every token of the login.
   If the write fails after the answer, the new refresh token is printed on standard error
-  (it is then its only copy: save it) and the exit code is 1.
+  (it is then its only copy: save it) and the exit code is 1. Otherwise the file is the
+  refresh token's one place: the output names the file instead (refresh_token_file).
+
+interrupts (Ctrl-C, SIGINT, SIGTERM):
+  Before a refresh (or a login's poll) is sent, an interrupt ends the run at once. From its
+  sending until its answer is saved (in the file, or printed), interrupts are held: the first
+  says so, and the run exits 130 once the new refresh token is saved; the second says what
+  is at stake; only a third ends the run at once, losing the login.
 
 output (standard output only; everything else goes to standard error):
   json    one JSON object: {{"access_token": <service token>, "refresh_token": <new refresh
           token>, "scope": <granted scope>, "expires_in": <seconds until the service token
-          expires>, "token_type": "Bearer"}}
-  plain   three lines: "access_token: ...", "refresh_token: ...", "expires_in: ..."
-  If the exchange fails after new tokens were issued, only the new refresh token (and scope)
-  is printed, so that it is not lost, and the exit code is 1.
+          expires>, "token_type": "Bearer"}}; with --refresh-file, "refresh_token_file":
+          <PATH> in place of "refresh_token"
+  plain   three lines: "access_token: ...", "refresh_token: ..." (with --refresh-file,
+          "refresh_token_file: PATH"), "expires_in: ..."
+  If the exchange fails (or is interrupted) after new tokens were issued, only the new
+  refresh token (or its file) and the scope are printed, so that it is not lost, and the exit
+  code is 1 (130). A closed standard output (a reader gone) is one line on standard error,
+  exit 1.
 
 waits and retries:
 {textwrap.fill(RETRY_STORY, width=90, initial_indent="  ", subsequent_indent="  ")}
@@ -91,11 +102,12 @@ waits and retries:
 exit codes:
   0    success
   1    upstream or authorization failure (denied, expired, unreachable, refused, aborted),
-       or the new refresh token could not be saved to the --refresh-file (see above)
+       or the new refresh token could not be saved to the --refresh-file (see above), or
+       standard output was closed
   2    usage error (bad option or value, missing or invalid base URL, an empty
        {ENV_REFRESH_TOKEN}, no refresh token at the prompt, a --refresh-file that cannot be
        read or replaced or holds something other than one token); no token was sent
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C; during a renewal Ctrl-C or SIGTERM, once the new token is saved)
 """
 
 
