@@ -145,12 +145,16 @@ class ApprovingInvoker:
 ACCOUNT, REGION = "123456789012", "us-east-1"  # moto's default account; the demo's region
 INTERVAL_MINUTES = 5  # the shortest RotationIntervalMinutes the template allows
 # The template's alarms (logical names), each on one metric; the heartbeat has no actions.
+# RotatorSilentAlarm is a composite alarm in the template (on the heartbeat and
+# RotationFailingAlarm); moto implements no PutCompositeAlarm, so a metric alarm with the same
+# name and actions stands in for it: what `cmstoken-admin status` reads (names, actions, state).
 ALARMS = {
     "AuthorizationRequiredAlarm": "AuthorizationRequired",
     "CredentialLostAlarm": "CredentialLost",
     "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
     "RotationFailingAlarm": "RotationFailed",
     "RotatorHeartbeatAlarm": "RotationFailed",
+    "RotatorSilentAlarm": "RotationFailed",
     "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
 }
 

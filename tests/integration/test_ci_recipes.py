@@ -303,15 +303,18 @@ def test_the_gitlab_job_assumes_the_role_and_lists_the_projects(
     server_stack: Stack, tmp_path: Path
 ) -> None:
     """The job's script as GitLab's runner runs it: the ID token in ``CMS_OIDC_TOKEN``, no AWS
-    credentials until ``assume-role-with-web-identity`` gives the role's."""
+    credentials until the AWS CLI assumes the role from its web-identity settings (a token
+    file, never the token on a command line). A line added after the job's asks STS whose
+    credentials those were."""
     stack = server_stack
     stack.seed()
     job = yaml.safe_load(recipe("gitlab-ci"))["cms"]
+    assert "AWS_ACCESS_KEY_ID" not in recipe("gitlab-ci")
     role = trust_role(ci.parameters("gitlab"))
     env = base_env(checkout(tmp_path), os.environ["AWS_ENDPOINT_URL"])
     env.update(job["variables"])
     env.update(
-        CMS_ROLE_ARN=role,
+        AWS_ROLE_ARN=role,
         CMS_TOKEN_SECRET_ARN=secret_arn(stack),
         AWS_DEFAULT_REGION=REGION,
         CMS_OIDC_TOKEN=FAKE_OIDC_TOKEN,
@@ -320,8 +323,9 @@ def test_the_gitlab_job_assumes_the_role_and_lists_the_projects(
         GITLAB_CI="true",
     )
     env, log = logged_aws(tmp_path, env)
+    whose = "aws sts get-caller-identity --query Arn --output text"
     ran = subprocess.run(
-        ["sh", "-e", "-c", "\n".join(job["script"])],
+        ["sh", "-e", "-c", "\n".join([*job["script"], whose])],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -331,13 +335,15 @@ def test_the_gitlab_job_assumes_the_role_and_lists_the_projects(
         check=False,
     )
     assert ran.returncode == 0, ran.stdout
-    assert ran.stdout.splitlines()[-1] == "Emulated Project"
+    *_, projects, caller = ran.stdout.splitlines()
+    assert projects == "Emulated Project"
+    assert caller.endswith(":assumed-role/cmstoken-ci/gitlab-4242-777"), caller
     assert json.loads((tmp_path / "projects.json").read_text())["data"][0]["projectId"]
     calls = log.read_text().splitlines()
-    assert calls[0].startswith(f"sts assume-role-with-web-identity --role-arn {role} ")
-    assert "--role-session-name gitlab-4242-777" in calls[0]
-    assert calls[1].startswith("secretsmanager get-secret-value")
+    assert calls[0].startswith("secretsmanager get-secret-value")
+    assert not [call for call in calls if FAKE_OIDC_TOKEN in call]
     assert_no_token(ran.stdout.splitlines(), [stack.service_document().token])
+    assert FAKE_OIDC_TOKEN not in ran.stdout
     assert "::add-mask::" not in ran.stdout  # GitLab has no such command: nothing prints it
 
 

@@ -291,10 +291,17 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
         assert report["credential"].startswith("active, authorized ")
         assert re.fullmatch(r"skipped at \S+Z \(\d+ min ago\)", report["last run"])
         assert report["next run"].endswith("rate(5 minutes), enabled")
-        assert report["alarms"] == "none in ALARM (5 watched)"
+        assert report["alarms"] == "none in ALARM (6 watched)"  # the README's six
         assert report["verdict"] == "healthy"
         # The rotate: debounced (within 10 minutes of the bootstrap).
         assert result.stderr.startswith("skipped: forced refresh debounced")
+        # ... saying until when: 600 s (MinRefreshIntervalSeconds) after the last refresh
+        assert re.search(
+            r"^a forced rotation works from \S+Z \(MinRefreshIntervalSeconds, 600 s after the "
+            r"last refresh\)$",
+            result.stderr,
+            re.M,
+        ), result.stderr
         # The rotator's log: Lambda's lines for the scheduled run and the forced one.
         assert sum("START RequestId: " in line for line in logged) == 2, logged
         assert sum("END RequestId: " in line for line in logged) == 2, logged

@@ -37,9 +37,12 @@ def run_recipe(name: str, emulator: Emulator, directory: Path) -> subprocess.Com
         pytest.skip("the venv's console scripts are not installed")
     script = recipe(name)
     assert DOCUMENTED_ADDRESS in script
+    home = directory / "home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "XDG_STATE_HOME"}
     return subprocess.run(
         ["bash", "-c", script.replace(DOCUMENTED_ADDRESS, emulator.base_url)],
-        env={**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"},
+        env={**env, "HOME": str(home), "PATH": f"{bin_folder}{os.pathsep}{env.get('PATH', '')}"},
         cwd=directory,
         capture_output=True,
         text=True,
@@ -51,21 +54,40 @@ def run_recipe(name: str, emulator: Emulator, directory: Path) -> subprocess.Com
 def test_the_login_is_approved_by_the_code_it_printed_then_a_fault_and_a_renewal(
     emulator: Emulator, tmp_path: Path
 ) -> None:
+    # An earlier aborted login's code, still pending: the recipe must not approve it.
+    stale = requests.post(
+        emulator.issuer_url.rstrip("/") + "/oauth/device/code",
+        data={
+            "client_id": emulator.config.client_id,
+            "scope": "openid offline_access",
+            "audience": emulator.api_url,
+        },
+        timeout=5,
+    ).json()["user_code"]
     result = run_recipe("emulator", emulator, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     # Both control calls answered ok: the approval found the pending code (no "unknown user_code").
     assert result.stdout.count('{"ok": true}') == 2, result.stdout
     assert "unknown user_code" not in result.stdout
-    # The login wrote the refresh file (no copy of its tokens elsewhere); the renewal renewed it.
-    assert sorted(os.listdir(tmp_path)) == ["refresh-token.txt"]
-    assert stat.S_IMODE((tmp_path / "refresh-token.txt").stat().st_mode) == 0o600
+    assert (
+        stale
+        in requests.get(emulator.base_url + "/_emulator/state", timeout=5).json()[
+            "pending_user_codes"
+        ]
+    )
+    # The login wrote the refresh file in the user's state folder, outside the working
+    # directory (no copy of its tokens elsewhere); the renewal renewed it.
+    path = tmp_path / "home" / ".local" / "state" / "cmstoken" / "emulator-refresh-token"
+    assert sorted(os.listdir(tmp_path)) == ["home"]
+    assert os.listdir(path.parent) == [path.name]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     renewed = json.loads(result.stdout.splitlines()[-1])
     assert emulator.service_token_valid(renewed["access_token"])
-    kept = (tmp_path / "refresh-token.txt").read_text().strip()
-    assert renewed["refresh_token_file"] == "refresh-token.txt"  # the file is its one place
+    kept = path.read_text().strip()
+    assert renewed["refresh_token_file"] == str(path)  # the file is its one place
     assert kept not in result.stdout
     assert emulator.refresh_token_valid(kept)
-    assert emulator.counts["device_code"] == 1
+    assert emulator.counts["device_code"] == 2
     assert emulator.counts["refresh"] == 1  # the renewal, of the login's token
     assert not emulator.family_revoked(kept)
     # The queued fault (one time) was the renewal's: the next refresh answer is whole again.

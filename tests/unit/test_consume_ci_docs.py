@@ -218,6 +218,14 @@ def test_the_gitlab_job_asks_for_the_roles_audience_on_its_branch() -> None:
         assert "<<<" not in line, line
         assert "[[" not in line, line
     assert "echo" not in " ".join(job["script"])
+    # the ID token reaches the AWS CLI through a file (its web-identity settings), never an
+    # argument: only printf, the shell's own command, names it
+    assert set(job["variables"]) >= {"AWS_ROLE_ARN"}
+    assert 'export AWS_WEB_IDENTITY_TOKEN_FILE="$(mktemp)"' in job["script"]
+    assert 'export AWS_ROLE_SESSION_NAME="gitlab-$CI_PROJECT_ID-$CI_JOB_ID"' in job["script"]
+    naming = [line for line in job["script"] if "CMS_OIDC_TOKEN" in line]
+    assert naming == ['printf \'%s\' "$CMS_OIDC_TOKEN" > "$AWS_WEB_IDENTITY_TOKEN_FILE"']
+    assert "web-identity-token" not in recipe("gitlab-ci")
 
 
 def test_the_script_is_bash_that_parses_and_says_its_defaults() -> None:

@@ -72,7 +72,9 @@ from support import (
     load_handler,
     make_jwt,
     no_spread,
+    recipe,
     response,
+    section,
 )
 from template_model import Resolver, parameter_values, source
 
@@ -1079,3 +1081,13 @@ def test_the_schedule_fix_enables_the_schedule_with_its_own_settings(aws_credent
     for key in ("ScheduleExpression", "Description", "FlexibleTimeWindow"):
         assert after[key] == SCHEDULE[key]
     assert {key: after["Target"][key] for key in SCHEDULE["Target"]} == SCHEDULE["Target"]
+
+
+def test_the_code_expired_fix_runs_get_token_with_the_documented_refresh_file() -> None:
+    """The fix is the same line as docs/get-token.md's, its ``--refresh-file`` included (it
+    was dropped: the login that follows would print a token that no file keeps)."""
+    fix = section("The code expired").split("**Fix.**")[1]
+    (line,) = [words for words in shown_commands(fix) if words[0] == "get-token"]
+    documented = shlex.split(recipe("get-token-file").split("|")[0])
+    path = documented[documented.index("--refresh-file") + 1]
+    assert line[line.index("--refresh-file") + 1] == path

@@ -15,10 +15,13 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from cmstoken.cli.admin import command
 from cmstoken.cli.admin.command import main, parse_args, run
 from cmstoken.cli.admin.errors import AdminError
 from cmstoken.cli.admin.invokers import LambdaInvoker, LocalInvoker
 from cmstoken.cli.admin.stack import StackFunctions, locate
+from cmstoken.core.clock import to_iso
+from cmstoken.rotation import decisions
 from harness import Stack, approve_pending, record_secret_writes
 from support import load_handler
 
@@ -108,10 +111,22 @@ def test_status_is_1_until_authorized_and_shows_metadata(
     assert output.splitlines()[-1].split() == ["verdict", "healthy"]
 
 
+def test_rotate_knows_the_rotators_debounce_reason() -> None:
+    assert command.SKIP_DEBOUNCED == decisions.SKIP_DEBOUNCED
+
+
 def test_rotate_forces_a_debounced_rotation(stack: Stack, invoker: LocalInvoker) -> None:
     stack.seed()
     code, output = admin(invoker, "rotate")
     assert (code, output.split(":")[0]) == (0, "skipped")
+    # says until when: the last refresh plus MinRefreshIntervalSeconds (the template's 600 s)
+    refreshed_at = stack.service_document().refreshed_at
+    assert refreshed_at is not None
+    ends = to_iso(refreshed_at + 600)
+    assert output.splitlines()[1] == (
+        f"a forced rotation works from {ends} (MinRefreshIntervalSeconds, 600 s after the "
+        "last refresh)"
+    )
     stack.emulator.advance(601)
     code, output = admin(invoker, "rotate")
     assert (code, output.split(":")[0]) == (0, "rotated")

@@ -53,6 +53,34 @@ def test_no_region_is_a_usage_error_that_says_how_to_set_one(aws_env: dict[str, 
     )
 
 
+def test_an_empty_region_is_a_usage_error_not_the_environments_region(
+    aws_env: dict[str, str],
+) -> None:
+    """``--region ''`` used to fall back to AWS_REGION or the profile's (us-east-1 here)."""
+    result = run_admin(
+        "--stack", "nope", "--region", "", "status", env={**aws_env, "AWS_REGION": "us-east-1"}
+    )
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "cmstoken-admin: argument --region: empty; name a region (for example --region eu-west-1)"
+    )
+
+
+def test_a_region_the_endpoint_does_not_have_is_named_in_one_line(
+    aws_env: dict[str, str],
+) -> None:
+    """moto's server (as the local stack's) answers a region it has no backend for with an
+    HTML error page: that is one line naming the region, not an 'unexpected error'."""
+    result = run_admin("--stack", "cmstoken-local", "--region", "mars-1", "status", env=aws_env)
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith("cmstoken-admin: region 'mars-1' is unknown or unreachable: http://"), (
+        line
+    )
+    assert "answered cloudformation:DescribeStacks with something that is not an AWS answer" in line
+    assert "unexpected" not in line
+
+
 def test_an_unknown_region_names_the_endpoint_it_could_not_reach(
     aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,14 +45,16 @@ def user_folder(directory: Path) -> Path:
     return directory
 
 
-def user_env() -> dict[str, str]:
-    """A shell without the venv on PATH, SERVICE_BASE_URL or a refresh token."""
+def user_env(home: Path) -> dict[str, str]:
+    """A shell without the venv on PATH, SERVICE_BASE_URL, a refresh token or XDG_STATE_HOME,
+    its home ``home``."""
     venv = str(Path(sys.executable).parent)
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN", "VIRTUAL_ENV")
+        if key not in ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN", "VIRTUAL_ENV", "XDG_STATE_HOME")
     }
+    env["HOME"] = str(home)
     env["PATH"] = os.pathsep.join(
         part for part in env.get("PATH", "").split(os.pathsep) if part and part != venv
     )
@@ -71,7 +73,7 @@ def bash(script: str, emu: Emulator, directory: Path) -> tuple[str, str]:
         ["bash", "-c", "set -euo pipefail\n" + script],
         emu.approve,
         cwd=directory,
-        env=user_env(),
+        env=user_env(directory.parent / "home"),
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     return ran.stdout, ran.stderr
@@ -85,16 +87,27 @@ def refreshes(emu: Emulator) -> list[str | None]:
     return [record.credential for record in records]
 
 
+def clone(tmp_path: Path) -> Path:
+    """The repository's folder, beside the user's (empty) home: ``tmp_path``'s ``clone``."""
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "home").mkdir()
+    return user_folder(tmp_path / "clone")
+
+
 def test_the_page_pasted_in_order(emu: Emulator, tmp_path: Path) -> None:
-    folder = user_folder(tmp_path)
+    folder = clone(tmp_path)
     line = recipe("get-token-file")
     script = pasted(emu, "get-token-setup", "get-token-file", "get-token-file", *OTHER_WAYS)
     script += '\nprintf "%s\\n" "$refresh_token" > last-refresh-token\n'  # for the checks below
     stdout, stderr = bash(script, emu, folder)
-    path = folder / "refresh-token.txt"
-    # The one line: logged in and created the file (0600), then renewed it in place.
-    assert "refresh-token.txt" in line
+    # The one line: logged in and created the file (0600) in the user's state folder, outside
+    # the clone, with its missing folders (0700), then renewed it in place.
+    assert '"${XDG_STATE_HOME:-$HOME/.local/state}/cmstoken/refresh-token"' in line
+    path = tmp_path / "home" / ".local" / "state" / "cmstoken" / "refresh-token"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for created in (path.parent, path.parent.parent, path.parent.parent.parent):
+        assert stat.S_IMODE(created.stat().st_mode) == 0o700
+    assert sorted(os.listdir(folder)) == [".venv", "last-refresh-token"]
     kept = path.read_text().strip()
     assert emu.refresh_token_valid(kept)
     service_tokens = stdout.split()
@@ -113,12 +126,12 @@ def test_the_page_pasted_in_order(emu: Emulator, tmp_path: Path) -> None:
     for secret in [kept, last]:
         assert secret not in stderr
     assert not JWT.search(stderr)
-    assert sorted(name for name in os.listdir(folder) if name.endswith(".tmp")) == []
+    assert os.listdir(path.parent) == ["refresh-token"]
 
 
 @pytest.mark.parametrize("name", OTHER_WAYS)
 def test_each_other_way_runs_alone(emu: Emulator, tmp_path: Path, name: str) -> None:
-    folder = user_folder(tmp_path)
+    folder = clone(tmp_path)
     given = emu.issue_tokens()["refresh_token"]
     script = f"refresh_token={given}\n" + pasted(emu, "get-token-setup", name)
     script += '\nprintf "%s\\n" "$refresh_token"\n'

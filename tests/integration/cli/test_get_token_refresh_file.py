@@ -277,14 +277,32 @@ def test_a_file_without_one_token_is_a_usage_error(
     assert leftovers(tmp_path) == []
 
 
-def test_a_missing_folder_is_a_usage_error_that_does_not_echo_the_path(
+def test_a_missing_folder_behind_a_dangling_symlink_is_a_usage_error(
     emu: Emulator, tmp_path: Path
 ) -> None:
+    """A vault not mounted: its place is not created, and the path is not echoed."""
+    (tmp_path / TOKEN_LIKE_NAME).symlink_to(tmp_path / "not-mounted")
     outcome = renew(emu, tmp_path / TOKEN_LIKE_NAME / "refresh-token.txt")
     assert outcome.returncode == 2
     assert "its directory does not exist" in outcome.stderr
     assert "RefreshTokenPasted" not in outcome.stderr
     assert sum(emu.counts.values()) == 0
+    assert not (tmp_path / "not-mounted").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_file_git_would_add_is_warned_of_once_and_renewed(emu: Emulator, tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    first = emu.issue_tokens()["refresh_token"]
+    path = token_file(tmp_path, first)
+    outcome = renew(emu, path)
+    document, kept = saved(emu, path, outcome)
+    assert outcome.stderr.count("warning: the refresh file is in a git work tree") == 1
+    outcome.assert_no_secret_on_stderr(first, kept, document["access_token"])
+    (tmp_path / ".gitignore").write_text("refresh-token.txt\n")
+    again = renew(emu, path)
+    saved(emu, path, again)
+    assert "git work tree" not in again.stderr
 
 
 # --- a file without a token yet: the login creates it -------------------------------------------
@@ -325,6 +343,19 @@ def test_a_login_creates_the_file_then_renews_it(
     assert not emu.refresh_token_valid(kept)
     assert emu.counts["device_code"] == 1
     assert_no_reuse(emu)
+
+
+def test_the_login_creates_the_missing_folders_private(emu: Emulator, tmp_path: Path) -> None:
+    """Missing folders are created 0700 whatever the umask, the file 0600; the path (here
+    like a token pasted in the wrong place) is not echoed."""
+    emu.config.poll_interval = 1
+    path = tmp_path / "state" / TOKEN_LIKE_NAME / "refresh-token.txt"
+    outcome = log_in(emu, path)
+    _, kept = saved(emu, path, outcome)
+    for folder in (path.parent, path.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert "RefreshTokenPasted" not in outcome.stderr
+    outcome.assert_no_secret_on_stderr(kept)
 
 
 def test_an_aborted_login_creates_no_file(emu: Emulator, tmp_path: Path) -> None:

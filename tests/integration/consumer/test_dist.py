@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -91,6 +92,55 @@ def _closure(*distributions: str) -> set[str]:
     return found
 
 
+def link_dependencies(site: Path, directory: Path) -> None:
+    """Only requests, boto3 and what they need, from this environment's copies (pure Python,
+    or with a pure-Python fallback), made importable in ``site``: offline."""
+    dependencies = directory / "dependencies"
+    dependencies.mkdir()
+    needed = _closure("requests", "boto3")
+    for top, owners in importlib.metadata.packages_distributions().items():
+        if not {owner.lower().replace("_", "-") for owner in owners} & needed:
+            continue
+        spec = importlib.util.find_spec(top)
+        if spec is None or spec.origin is None:
+            continue
+        source = Path(spec.origin)
+        source = source.parent if source.name == "__init__.py" else source
+        target = dependencies / source.name
+        if not target.exists():
+            target.symlink_to(source)
+    (site / "dependencies.pth").write_text(str(dependencies) + "\n")
+
+
+def read_token(python: Path, site: Path) -> None:
+    """``python`` reads a token from moto's server with the installed helper, importing
+    nothing but the standard library, the helper and its two dependencies."""
+    secret = boto3.client("secretsmanager").create_secret(
+        Name="stack/service-token",
+        SecretString=ServiceTokenDocument(
+            token="eyJ.test.token",
+            expires_at=4_102_444_800.0,  # 2100-01-01
+            api_url="https://cms.example.invalid/api",
+            issued_at=1_795_000_000.0,
+        ).to_json(),
+    )
+    result = subprocess.run(
+        [str(python), "-c", READER, secret["ARN"]],
+        env={**os.environ, "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["token"] == "eyJ.test.token"
+    assert outcome["api_url"] == "https://cms.example.invalid/api"
+    assert outcome["package"].startswith(str(site))
+    for unwanted in ("aws_lambda_powertools", "segno", "cmsemu"):
+        assert unwanted not in outcome["modules"]
+
+
 def test_installed_in_a_fresh_environment_it_reads_the_token(
     wheel: Path, moto_server: str, tmp_path: Path
 ) -> None:
@@ -113,44 +163,100 @@ def test_installed_in_a_fresh_environment_it_reads_the_token(
         check=True,
         capture_output=True,
     )
-    # Only requests, boto3 and what they need, from this environment's copies.
-    dependencies = tmp_path / "dependencies"
-    dependencies.mkdir()
-    needed = _closure("requests", "boto3")
-    for top, owners in importlib.metadata.packages_distributions().items():
-        if not {owner.lower().replace("_", "-") for owner in owners} & needed:
-            continue
-        spec = importlib.util.find_spec(top)
-        if spec is None or spec.origin is None:
-            continue
-        source = Path(spec.origin)
-        source = source.parent if source.name == "__init__.py" else source
-        target = dependencies / source.name
-        if not target.exists():
-            target.symlink_to(source)
-    (site / "dependencies.pth").write_text(str(dependencies) + "\n")
+    link_dependencies(site, tmp_path)
+    read_token(fresh / "bin" / "python", site)
 
-    secret = boto3.client("secretsmanager").create_secret(
-        Name="stack/service-token",
-        SecretString=ServiceTokenDocument(
-            token="eyJ.test.token",
-            expires_at=4_102_444_800.0,  # 2100-01-01
-            api_url="https://cms.example.invalid/api",
-            issued_at=1_795_000_000.0,
-        ).to_json(),
+
+def python_3_11() -> Path | None:
+    """A Python 3.11 on PATH or among pyenv's installs (Debian 12's and Amazon Linux 2023's)."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = shutil.which("python3.11")
+    candidates = [Path(found)] if found else []
+    candidates += sorted(root.glob("versions/3.11*/bin/python3.11"), reverse=True)
+    return candidates[0] if candidates else None
+
+
+def test_on_python_3_11_it_installs_and_reads_the_token(
+    wheel: Path, moto_server: str, tmp_path: Path
+) -> None:
+    """A 3.11 venv's own pip installs the wheel (its Requires-Python admits 3.11, offline:
+    ``--no-index``), every module of it imports there, and it reads a token."""
+    python = python_3_11()
+    if python is None:
+        pytest.skip("no Python 3.11 on PATH or in pyenv")
+    fresh = tmp_path / "venv311"
+    subprocess.run([str(python), "-m", "venv", str(fresh)], check=True, timeout=120)
+    installed = subprocess.run(
+        [
+            str(fresh / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    result = subprocess.run(
-        [str(fresh / "bin" / "python"), "-c", READER, secret["ARN"]],
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    (site,) = fresh.glob("lib/python3.11/site-packages")
+    link_dependencies(site, tmp_path)
+    modules = sorted(
+        ".".join(path.relative_to(site).with_suffix("").parts)
+        for path in (site / "cmstoken").rglob("*.py")
+    )
+    imported = subprocess.run(
+        [
+            str(fresh / "bin" / "python"),
+            "-c",
+            "import importlib, sys\n"
+            "for name in sys.argv[1:]: importlib.import_module(name.removesuffix('.__init__'))",
+            *modules,
+        ],
         env={**os.environ, "PYTHONPATH": ""},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    outcome = json.loads(result.stdout)
-    assert outcome["token"] == "eyJ.test.token"
-    assert outcome["api_url"] == "https://cms.example.invalid/api"
-    assert outcome["package"].startswith(str(site))
-    for unwanted in ("aws_lambda_powertools", "segno", "cmsemu"):
-        assert unwanted not in outcome["modules"]
+    assert imported.returncode == 0, imported.stderr
+    read_token(fresh / "bin" / "python", site)
+
+
+def test_the_helpers_modules_type_check_against_python_3_11() -> None:
+    """mypy with Python 3.11's standard library: no 3.12-only API in the wheel's folders (runs
+    without a 3.11 interpreter)."""
+    paths = [str(PACKAGE / name) for name in FILES if name.endswith(".py")]
+    paths += [str(PACKAGE / folder) for folder in FOLDERS]
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--python-version",
+            "3.11",
+            "--strict",
+            "--cache-dir",
+            os.devnull,
+            *paths,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_wheel_and_the_page_say_python_3_11(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = email.message_from_bytes(
+            archive.read(f"cmstoken_consumer-{cmstoken.__version__}.dist-info/METADATA")
+        )
+    assert metadata["Requires-Python"] == ">=3.11"
+    assert "Python 3.11 or later" in (ROOT / "docs" / "consume.md").read_text()

@@ -28,6 +28,12 @@ CREDENTIAL_STATUSES = frozenset({STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED}
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+def _no_extra() -> Mapping[str, Any]:
+    """The shared empty ``extra``: a factory, as Python 3.11's dataclasses refuse an unhashable
+    default (the consumer wheel runs there)."""
+    return _EMPTY
+
+
 class _Reader:
     """Typed access to one JSON object, with errors that name the document and the field."""
 
@@ -377,7 +383,7 @@ class RefreshSecret:
     failures: Failures | None = None
     raw_access_token: RawAccessToken | None = None
     candidate: CandidateCredential | None = None
-    extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, repr=False)
 
     def to_json(self) -> str:
         """The ``SecretString`` to store."""
@@ -460,7 +466,7 @@ class ServiceTokenDocument:
     reauthorize_by: float | None = None
     credential_status: str = STATUS_ACTIVE
     min_refresh_interval_seconds: int | None = None
-    extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, repr=False)
 
     def older_authorization_than(self, authorized_at: float) -> bool:
         """Whether this token comes from an authorization older than the one made at

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
 from cmstoken.aws.secrets import SecretStore
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from cmstoken.core.version_budget import Writer
 
 logger = logging.getLogger(__name__)
+
+# A type variable, not PEP 695's `[T]`: the consumer wheel carries this module to Python 3.11.
+T = TypeVar("T")
 
 STORE_RETRY = RetryPolicy(attempts=6, base_delay=0.5, max_delay=4.0)
 # How often one ``update_refresh`` re-reads and merges after another writer came first.
@@ -192,7 +195,7 @@ class CredentialVault:
         logger.warning("another writer published a service token at the same time; kept it")
         return False
 
-    def _call[T](self, operation: Callable[[], T], deadline: float) -> T:
+    def _call(self, operation: Callable[[], T], deadline: float) -> T:
         attempt = self.store.timeouts.attempt_limit
         ends_by = deadline - STORE_DEADLINE_MARGIN
         if self.whole_calls and self.clock.now() + attempt > ends_by:

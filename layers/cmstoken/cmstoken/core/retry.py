@@ -6,11 +6,15 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cmstoken.core.clock import Clock
 from cmstoken.core.errors import aws_error_code
 
 logger = logging.getLogger(__name__)
+
+# A type variable, not PEP 695's `[T]`: the consumer wheel carries this module to Python 3.11.
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class RetryPolicy:
         return delay * (0.5 + 0.5 * jitter)
 
 
-def call_with_retries[T](
+def call_with_retries(
     operation: Callable[[], T],
     *,
     retry_on: tuple[type[BaseException], ...],

@@ -40,6 +40,7 @@ from cmstoken.cli.admin.logs import LOGS, add_logs, print_logs
 from cmstoken.cli.admin.stack import StackFunctions, locate, open_session
 from cmstoken.cli.admin.status import StatusSources, status
 from cmstoken.cli.console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, say, shown
+from cmstoken.core.clock import parse_iso, to_iso
 
 EXIT_STATUS_HELP = (
     "Exit status: 0 success (status: healthy); 1 failure (status: needs attention); 2 usage "
@@ -47,6 +48,11 @@ EXIT_STATUS_HELP = (
     "interrupted. An AWS error ends in one line naming the action, the resource, the account "
     "and region, and what to do."
 )
+MIN_INTERVAL_PARAMETER = "MinRefreshIntervalSeconds"
+# The rotator's reason for a forced run it skips (rotation.decisions, not imported: cli sits
+# beside it, not above it; a test checks they agree).
+SKIP_DEBOUNCED = "forced refresh debounced (refreshed recently)"
+DEFAULT_MIN_REFRESH_INTERVAL = 600.0  # the template's default
 # Each a valid command line (a test parses every one): the top-level help's examples.
 EXAMPLES = (
     ("authorize the stack (open the address it prints, approve)", "--stack cmstoken bootstrap"),
@@ -73,13 +79,32 @@ def _examples() -> str:
     return "\n".join(lines)
 
 
-def rotate(invoker: Invoker, functions: StackFunctions, *, out: TextIO) -> int:
-    """Force a rotation now (debounced by the stack's minimum interval)."""
+def rotate(
+    invoker: Invoker,
+    functions: StackFunctions,
+    *,
+    out: TextIO,
+    min_interval: float = DEFAULT_MIN_REFRESH_INTERVAL,
+) -> int:
+    """Force a rotation now (debounced by the stack's minimum interval, ``min_interval``
+    seconds after the last refresh: a debounced run says when a forced one works)."""
     result = invoker.invoke(functions.rotator, {"force": True})
     out.write(f"{shown(result.get('outcome'))}: {shown(result.get('reason'))}\n")
+    if result.get("reason") == SKIP_DEBOUNCED:
+        out.write(_debounce_ends(result.get("refreshed_at"), min_interval))
     if result.get("service_token_expires_at"):
         out.write(f"service token expires {shown(result['service_token_expires_at'])}\n")
     return EXIT_OK if result.get("outcome") in ("rotated", "skipped") else EXIT_FAILURE
+
+
+def _debounce_ends(refreshed_at: object, min_interval: float) -> str:
+    """The line saying from when a forced rotation works (the debounce's end)."""
+    interval = f"{MIN_INTERVAL_PARAMETER}, {min_interval:.0f} s"
+    try:
+        ends = to_iso(parse_iso(str(refreshed_at)) + min_interval)
+    except (TypeError, ValueError):
+        return f"a forced rotation works {interval} after the last refresh\n"
+    return f"a forced rotation works from {ends} ({interval} after the last refresh)\n"
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -248,9 +273,10 @@ def run(
     out: TextIO,
     *,
     sources: StatusSources | None = None,
+    min_interval: float = DEFAULT_MIN_REFRESH_INTERVAL,
 ) -> int:
     """Run the parsed command against ``functions`` (``sources``: what ``status`` reads
-    besides the functions)."""
+    besides the functions; ``min_interval``: the stack's minimum refresh interval)."""
     if args.command == "bootstrap":
         return bootstrap(
             invoker,
@@ -264,7 +290,7 @@ def run(
     if args.command == "status":
         return status(invoker, functions, out=out, sources=sources, as_json=args.json)
     if args.command == "rotate":
-        return rotate(invoker, functions, out=out)
+        return rotate(invoker, functions, out=out, min_interval=min_interval)
     raise AdminError(f"{args.command} writes a deployed stack's secret: it has no local run")
 
 
@@ -317,7 +343,8 @@ def _against_aws(args: argparse.Namespace) -> int:
         return rotate_link_key(stack, secretsmanager, out=sys.stderr)
     invoker = LambdaInvoker(session.client("lambda", config=invocations), stack)
     if args.command != "status":
-        return run(args, invoker, stack.functions, sys.stderr)
+        minimum = stack.number(MIN_INTERVAL_PARAMETER, DEFAULT_MIN_REFRESH_INTERVAL)
+        return run(args, invoker, stack.functions, sys.stderr, min_interval=minimum)
     sources = StatusSources(
         stack, session.client("cloudwatch", config=reads), session.client("scheduler", config=reads)
     )

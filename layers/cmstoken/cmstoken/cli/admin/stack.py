@@ -14,6 +14,7 @@ from typing import Any
 from cmstoken.cli.admin.errors import NO_REGION, AdminError, Call, Where, explain, unknown_profile
 from cmstoken.cli.console import EXIT_USAGE
 
+EMPTY_REGION = "argument --region: empty; name a region (for example --region eu-west-1)"
 BOOTSTRAP_OUTPUT = "BootstrapFunctionName"
 ROTATOR_OUTPUT = "RotatorFunctionName"
 ARN_OUTPUTS = {BOOTSTRAP_OUTPUT: "BootstrapFunctionArn", ROTATOR_OUTPUT: "RotatorFunctionArn"}
@@ -78,6 +79,9 @@ def open_session(region: str | None, profile: str | None = None) -> Any:
     from botocore import exceptions as e
     from botocore.utils import validate_region_name
 
+    if region is not None and not region.strip():
+        # An empty --region would fall back to the environment's or the profile's region.
+        raise AdminError(EMPTY_REGION, exit_status=EXIT_USAGE)
     try:
         # boto3 reads AWS_DEFAULT_REGION but not AWS_REGION, which the AWS CLI honours.
         session = boto3.Session(
@@ -116,6 +120,7 @@ def caller_account(session: Any, region: str) -> str | None:
 def locate(stack: str, cloudformation: Any, *, session: Any = None) -> DeployedStack:
     """The stack, from ``DescribeStacks``: its outputs name the functions."""
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
 
     region = str(cloudformation.meta.region_name)
     try:
@@ -135,6 +140,8 @@ def locate(stack: str, cloudformation: Any, *, session: Any = None) -> DeployedS
     except BotoCoreError as exc:
         call = Call("cloudformation:DescribeStacks", f"stack {stack!r}", Where(region))
         raise explain(exc, call) from exc
+    except ResponseParserError as exc:  # not AWS's answer: an endpoint that has no such region
+        raise AdminError(unreadable_region(region, cloudformation)) from exc
     described = stacks[0]
     stack_id = str(described.get("StackId", ""))
     arn = stack_id.split(":")
@@ -155,6 +162,20 @@ def locate(stack: str, cloudformation: Any, *, session: Any = None) -> DeployedS
             p["ParameterKey"]: p.get("ParameterValue", "") for p in described.get("Parameters", [])
         },
         created_at=created.timestamp() if created is not None else None,
+    )
+
+
+def unreadable_region(region: str, client: Any) -> str:
+    """The line for a region whose endpoint answered something no AWS answer parses as (an
+    emulator without that region, a proxy's error page)."""
+    import boto3
+
+    known = region in boto3.Session().get_available_regions("cloudformation")
+    return (
+        f"region {region!r} is {'unreachable' if known else 'unknown or unreachable'}: "
+        f"{client.meta.endpoint_url} answered cloudformation:DescribeStacks with something "
+        "that is not an AWS answer; check --region, AWS_REGION and AWS_PROFILE (and "
+        "AWS_ENDPOINT_URL)"
     )
 
 

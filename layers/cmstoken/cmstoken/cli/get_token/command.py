@@ -32,6 +32,7 @@ from cmstoken.cli.get_token.holding import HeldInterrupts
 from cmstoken.cli.get_token.options import PROG, REFRESH_FILE_OPTION, Options
 from cmstoken.cli.get_token.output import Result, render
 from cmstoken.cli.get_token.parser import EndOfInput, build_parser, parse_args
+from cmstoken.cli.get_token.placement import prepare
 from cmstoken.cli.get_token.refresh_file import RefreshFile, RefreshFileError, reason
 from cmstoken.cli.get_token.retries import Retries
 from cmstoken.core.clock import Clock, SystemClock
@@ -212,6 +213,7 @@ def _main(argv: list[str] | None) -> int:
     refresh_file: RefreshFile | None = None
     try:
         if options.refresh_file is not None:
+            prepare(options.refresh_file, stderr=sys.stderr)  # its folders; the git warning
             try:
                 refresh_file = RefreshFile.open(options.refresh_file, stderr=sys.stderr)
             except RefreshFileError as exc:

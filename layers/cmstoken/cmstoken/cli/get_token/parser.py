@@ -44,9 +44,10 @@ environment:
                       is given (kept out of the process list and shell history, unlike
                       -r TOKEN); set but empty is a usage error
 
-keeping the refresh token in a file (the same line every time):
-  get-token --refresh-file refresh-token.txt   (the first run logs in and creates the
-                                                 file; each later run renews it in place)
+keeping the refresh token in a file (the same line every time), outside any repository:
+  get-token --refresh-file ~/.local/state/cmstoken/refresh-token
+      (the first run logs in and creates the file and its folders; each later run renews
+      it in place; a file in a git work tree that does not ignore it gets a warning)
 
 renewing from a token you keep elsewhere (it is void afterwards: keep the new one):
   get-token -r - < file        or   printf %s "$token" | get-token -r -
@@ -60,8 +61,8 @@ renewing from a token you keep elsewhere (it is void afterwards: keep the new on
   file is written and flushed to disk, renamed over PATH, the directory flushed; mode 0600)
   before anything is printed, so the next run uses it. Runs on files in one directory take
   turns, so that two at once never present the same token.
-  A PATH that does not exist yet (in a directory that does) or an empty file holds no
-  token: get-token logs in, and the login creates the file the same way (mode 0600). A
+  A PATH that does not exist yet or an empty file holds no token: get-token logs in, and
+  the login creates the file the same way (mode 0600), and its missing folders (0700). A
   login never replaces a file that holds a token: to log in again after the token was
   refused, delete the file first.
   A symlink is followed: the file it points to is replaced and the link kept. Replacing the
