@@ -2,8 +2,8 @@
 
 The real command in a subprocess against the emulator, except for the one case that needs a
 fault between the answer and the write (a failed rename), which runs ``main`` in-process with
-``os.replace`` made to fail. Every run checks that no token reaches standard error (but for that
-one case, where the new refresh token is printed there on purpose, being its only copy).
+``os.replace`` made to fail. Every run checks that no token reaches standard error, that one
+case included: the new refresh token is then rescued to a new file of mode 0600.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 
 from cmsemu import Emulator
 from cmstoken.cli.get_token import command as get_token
+from cmstoken.cli.get_token.rescue import PREFIX as RESCUE_PREFIX
 from support import run_approving
 
 pytestmark = pytest.mark.integration
@@ -460,14 +461,15 @@ def test_a_dangling_symlink_is_a_usage_error(emu: Emulator, tmp_path: Path) -> N
 # --- after the answer ----------------------------------------------------------------------------
 
 
-def test_a_failed_write_prints_the_only_copy_loudly(
+def test_a_failed_write_rescues_the_new_token_to_a_new_file_and_prints_it_nowhere(
     emu: Emulator,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The rename over the file fails once the provider has answered: the new refresh token
-    goes to standard error with a loud warning (its only copy), nothing to standard output,
+    goes to a new file of mode 0600 beside it, whose path a loud warning names; no token on
+    standard output or standard error (SPEC section 3: the file is the token's one place),
     exit 1, and no temporary file is left behind."""
     old = emu.issue_tokens()["refresh_token"]
     path = token_file(tmp_path, old)
@@ -481,12 +483,15 @@ def test_a_failed_write_prints_the_only_copy_loudly(
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out == ""
-    (new,) = [line.strip() for line in captured.err.splitlines() if line.strip().startswith("v1.")]
+    (rescued,) = sorted(tmp_path.glob(RESCUE_PREFIX + "*"))
+    new = rescued.read_text().strip()
     assert emu.refresh_token_valid(new)
     assert not emu.refresh_token_valid(old)
-    assert "ONLY copy" in captured.err
+    assert stat.S_IMODE(rescued.stat().st_mode) == 0o600
+    assert f"It was saved to {rescued} (mode 0600) instead" in captured.err
     assert "Permission denied" in captured.err
-    assert str(path) not in captured.err
+    assert new not in captured.err
+    assert old not in captured.err
     assert path.read_text() == old + "\n"
     assert leftovers(tmp_path) == []
     assert emu.counts["exchange"] == 0

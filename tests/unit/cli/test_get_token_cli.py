@@ -18,6 +18,7 @@ from cmstoken.cli.get_token import command as get_token
 from cmstoken.cli.get_token import flows as get_token_flows
 from cmstoken.cli.get_token import parser as get_token_parser
 from cmstoken.cli.get_token import refresh_file as get_token_refresh_file
+from cmstoken.cli.get_token import rescue
 from cmstoken.cli.get_token import retries as get_token_retries
 from cmstoken.cli.get_token.command import run
 from cmstoken.cli.get_token.flows import AbortedError
@@ -899,9 +900,13 @@ def test_a_login_creates_the_file_with_mode_0600_whatever_the_umask(tmp_path: Pa
     assert sorted(os.listdir(tmp_path)) == ["refresh-token.txt"]
 
 
-def test_a_login_that_cannot_save_prints_its_only_copy(tmp_path: Path) -> None:
-    """The login's refresh token when the file cannot be written: on stderr, loudly, with
-    words that fit a login (no spent token in the file), and exit 1 with nothing printed."""
+def test_a_login_that_cannot_save_rescues_its_token_and_prints_it_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The login's refresh token when the file cannot be written: rescued to a new file of
+    mode 0600, which a loud warning names with words that fit a login (no spent token in the
+    file); exit 1, nothing printed, the token on neither stream."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     client, transport, clock = service([])
     transport.script = device_script(clock)
     path = tmp_path / "refresh-token.txt"
@@ -919,11 +924,30 @@ def test_a_login_that_cannot_save_prints_its_only_copy(tmp_path: Path) -> None:
     assert code == 1
     assert stdout.getvalue() == ""
     err = stderr.getvalue()
-    assert "ONLY copy" in err
+    (rescued,) = tmp_path.glob(rescue.PREFIX + "*")
+    assert rescued.read_text() == TOKENS_DOCUMENT["refresh_token"] + "\n"
+    assert os.stat(rescued).st_mode & 0o777 == 0o600
+    assert f"It was saved to {rescued} (mode 0600)" in err
     assert "The login's refresh token is nowhere else" in err
     assert "spent" not in err
-    assert TOKENS_DOCUMENT["refresh_token"] in err
+    assert TOKENS_DOCUMENT["refresh_token"] not in err
     assert path.read_text() == "v1.written-meanwhile\n"
+
+
+def test_a_token_no_place_takes_is_reported_lost_never_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither the file's folder, the state folder nor the temporary folder takes the rescue:
+    the warning says the token is lost and how to log in again; it is printed nowhere."""
+    monkeypatch.setattr(rescue.tempfile, "mkstemp", _refuse_to_create)
+    assert rescue.rescue("v1.nowhere", str(tmp_path / "refresh-token.txt")) is None
+    message = get_token._unsaved(PermissionError(13, "Permission denied"), None)
+    assert "it is lost, and you must log in again" in message
+    assert "v1.nowhere" not in message
+
+
+def _refuse_to_create(*_: object, **__: object) -> tuple[int, str]:
+    raise PermissionError(13, "Permission denied")
 
 
 # -- issue 30: what the help and docs/get-token.md say of the retries is what the code does ----

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import sys
 from typing import TextIO
@@ -34,6 +33,7 @@ from cmstoken.cli.get_token.output import Result, render
 from cmstoken.cli.get_token.parser import EndOfInput, build_parser, parse_args
 from cmstoken.cli.get_token.placement import prepare
 from cmstoken.cli.get_token.refresh_file import RefreshFile, RefreshFileError, reason
+from cmstoken.cli.get_token.rescue import rescue, state_folder
 from cmstoken.cli.get_token.retries import Retries
 from cmstoken.core.clock import Clock, SystemClock
 from cmstoken.core.errors import CmsTokenError, InvalidGrantError, UpstreamError
@@ -104,7 +104,8 @@ def run(
 
 def _kept(token: str, refresh_file: RefreshFile | None, stderr: TextIO) -> bool:
     """Whether the new refresh token of a refresh is kept: written to ``refresh_file`` (False
-    when it cannot be: its only copy is then on stderr), else left to standard output."""
+    when it cannot be: it is then rescued to a new file, never printed), else left to standard
+    output."""
     if refresh_file is None:
         say(
             stderr,
@@ -116,7 +117,7 @@ def _kept(token: str, refresh_file: RefreshFile | None, stderr: TextIO) -> bool:
     try:
         refresh_file.save(token)
     except (OSError, RefreshFileError) as exc:
-        say(stderr, _unsaved(exc, token, login=login))
+        say(stderr, _unsaved(exc, rescue(token, refresh_file.path), login=login))
         return False
     if login:
         say(
@@ -154,25 +155,30 @@ def _exchange_failed(error: BaseException, *, in_file: bool) -> str:
     return f"{PROG}: {why}; {again}"
 
 
-def _unsaved(error: BaseException, token: str, *, login: bool = False) -> str:
-    """The loud paragraph, and the token, when the new refresh token could not be written to
-    the refresh file: standard error is then where its only copy goes."""
-    token_shown = token if token.isprintable() else json.dumps(token)
+def _unsaved(error: BaseException, rescued: str | None, *, login: bool = False) -> str:
+    """The loud paragraph when the new refresh token could not be written to the refresh file:
+    where it was rescued to (a new file of mode 0600), or that it is lost. Never the token."""
     if login:
         why = "The login's refresh token is nowhere else."
-        where = "for example in a new file of mode 0600"
     else:
         why = (
             "The identity provider has already rotated it: the token still in the file is "
             "spent, and presenting it again would revoke the new one too."
         )
-        where = "for example in place of the file's content"
+    head = (
+        f"{PROG}: WARNING: THE NEW REFRESH TOKEN COULD NOT BE SAVED to the refresh file "
+        f"({REFRESH_FILE_OPTION}): {reason(error)}. {why}"
+    )
+    if rescued is None:
+        return (
+            f"{head} No other place took it either (beside the file, {state_folder()}, the "
+            "temporary folder): it is lost, and you must log in again (delete the refresh "
+            "file, then run the same command). Nothing was printed on standard output."
+        )
     return (
-        f"\n{PROG}: WARNING: THE NEW REFRESH TOKEN COULD NOT BE SAVED to the refresh file "
-        f"({REFRESH_FILE_OPTION}): {reason(error)}. {why} The line below is the ONLY copy of "
-        f"the new refresh token: save it now ({where}) and renew with it next time; without "
-        f"it you must log in again. Nothing was printed on standard output.\n\n"
-        f"{token_shown}\n"
+        f"{head} It was saved to {rescued} (mode 0600) instead: move it over the refresh "
+        "file, then renew with it as before; without it you must log in again. Nothing was "
+        "printed on standard output."
     )
 
 

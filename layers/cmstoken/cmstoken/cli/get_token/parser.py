@@ -68,9 +68,10 @@ renewing from a token you keep elsewhere (it is void afterwards: keep the new on
   A symlink is followed: the file it points to is replaced and the link kept. Replacing the
   link with a file would leave its target holding the spent token, and whatever reads the
   target next would present it again: a reuse, which revokes every token of the login.
-  If the write fails after the answer, the new refresh token is printed on standard error
-  (it is then its only copy: save it) and the exit code is 1. Otherwise the file is the
-  refresh token's one place: the output names the file instead (refresh_token_file).
+  If the write fails after the answer, the new refresh token is saved to a new file of mode
+  0600 (beside the file, else in the state or temporary folder) that a warning names, and
+  the exit code is 1. The file is the refresh token's one place: it is never printed, and
+  the output names the file instead (refresh_token_file).
 
 interrupts (Ctrl-C, SIGINT, SIGTERM):
   Before a refresh (or a login's poll) is sent, an interrupt ends the run at once. From its
