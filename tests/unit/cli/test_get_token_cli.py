@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import tempfile
 import re
 from pathlib import Path
 
@@ -939,7 +940,7 @@ def test_a_token_no_place_takes_is_reported_lost_never_printed(
 ) -> None:
     """Neither the file's folder, the state folder nor the temporary folder takes the rescue:
     the warning says the token is lost and how to log in again; it is printed nowhere."""
-    monkeypatch.setattr(rescue.tempfile, "mkstemp", _refuse_to_create)
+    monkeypatch.setattr(tempfile, "mkstemp", _refuse_to_create)
     assert rescue.rescue("v1.nowhere", str(tmp_path / "refresh-token.txt")) is None
     message = get_token._unsaved(PermissionError(13, "Permission denied"), None)
     assert "it is lost, and you must log in again" in message
