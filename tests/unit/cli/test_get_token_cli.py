@@ -7,8 +7,8 @@ import contextlib
 import io
 import json
 import os
-import tempfile
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
