@@ -19,6 +19,7 @@ from cmstoken.aws.documents import (
     ServiceTokenDocument,
 )
 from cmstoken.core.errors import DocumentError
+from cmstoken.core.redaction import fingerprint
 from cmstoken.upstream.service import ServiceClient
 from support import EmulatorClock, load_handler
 
@@ -103,6 +104,18 @@ class Stack:
 
     def published_token_works(self) -> bool:
         return self.emulator.service_token_valid(self.service_document().token)
+
+
+def not_at_risk(stored: RefreshSecret) -> bool:
+    """Whether no lease in ``stored`` is over its stored refresh token: none, or one that
+    presents a token no longer stored (a refresh whose answer was stored), which lapses by
+    itself and holds no later run back."""
+    lease, credential = stored.lease, stored.credential
+    return (
+        lease is None
+        or credential is None
+        or lease.presents != fingerprint(credential.refresh_token)
+    )
 
 
 def secret_values(stack: Stack) -> list[str]:

@@ -39,8 +39,10 @@ def test_the_documented_waits_are_the_codes() -> None:
     assert refresh_backoff.delay(50) == refresh_backoff.BACKOFF[-1]
 
 
-def test_a_streak_makes_ten_attempts_in_its_first_day() -> None:
-    assert refresh_backoff.ATTEMPTS_A_DAY == 10
+def test_a_streak_makes_twelve_attempts_in_its_first_day() -> None:
+    """Three at once, one after each wait that fits in 24 hours, and the last chance before
+    the token expires."""
+    assert refresh_backoff.ATTEMPTS_A_DAY == 12
 
 
 @given(
@@ -51,19 +53,22 @@ def test_a_streak_makes_ten_attempts_in_its_first_day() -> None:
         ),
         min_size=1,
         max_size=40,
-    )
+    ),
+    st.none() | st.floats(min_value=-DAY, max_value=2 * DAY),
 )
 def test_no_24_hours_hold_more_attempts_than_a_streaks_first_day(
-    attempts: list[tuple[float, float | None]],
+    attempts: list[tuple[float, float | None]], expires_in: float | None
 ) -> None:
-    """Whoever attempts, and however late after the back-off allows: the failures of one
-    streak in any 24 hours are at most ``ATTEMPTS_A_DAY``."""
+    """Whoever attempts, and however late after the back-off allows, whenever the published
+    token expires (one token for the streak): the failures of one streak in any 24 hours are
+    at most ``ATTEMPTS_A_DAY``."""
+    expires_at = None if expires_in is None else NOW + expires_in
     times, record, now = [], None, NOW
     for late, retry_after in attempts:
         now = (record.retry_at if record else now) + late
         assert refusal(record, now=now) is None
         times.append(now)
-        record = failed(record, now=now, retry_after=retry_after)
+        record = failed(record, now=now, retry_after=retry_after, expires_at=expires_at)
     for start in times:
         within = [t for t in times if start <= t <= start + DAY]
         assert len(within) <= refresh_backoff.ATTEMPTS_A_DAY
@@ -77,11 +82,21 @@ def test_an_attempt_before_the_retry_time_is_refused_saying_until_when() -> None
     assert refusal(record, now=NOW + 6600) is None
 
 
+def test_no_wait_passes_the_last_chance_before_the_token_expires() -> None:
+    """A long wait is cut to ``LAST_CHANCE`` before the token expires, once: after that
+    attempt fails, the back-off runs on."""
+    expires_at = NOW + 3 * 3600
+    record = failed(Failures(5, NOW - 60, NOW), now=NOW, expires_at=expires_at)
+    assert record.retry_at == expires_at - refresh_backoff.LAST_CHANCE
+    later = failed(record, now=record.retry_at, expires_at=expires_at)
+    assert later.retry_at == record.retry_at + refresh_backoff.BACKOFF[-1]
+
+
 def test_a_token_published_after_the_last_failure_ends_the_streak() -> None:
     record = Failures(count=7, last_at=NOW, retry_at=NOW + 13800)
     assert streak(record, None) == record
     assert streak(record, NOW - 5) == record
-    assert streak(record, NOW + 0.5) == record  # the same stored second: not surely after
+    assert streak(record, NOW + 0.5) is None  # the failure's second: a store, then its publication
     assert streak(record, NOW + 1) is None
     assert failed(streak(record, NOW + 1), now=NOW + 2).count == 1
     assert failed(record, now=NOW + 2).count == 8

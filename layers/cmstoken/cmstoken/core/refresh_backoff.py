@@ -13,8 +13,13 @@ failed (``Failures``), and the next attempt waits:
 - the first three in a row are never delayed: the run and Lambda's two retries of it, "about 1
   and 3 minutes later" (SPEC 2b/2c: a token whose answer was lost is presented again promptly;
   a tenant's reuse interval of 5 minutes must be enough);
-- then ``BACKOFF`` after the third, the fourth, and every later failure: a little short of 1, 2
-  and 4 hours, so that an hourly schedule's check is the one that makes the attempt.
+- then ``BACKOFF`` after the third, the fourth, the fifth and every later failure: 10 minutes
+  (so that, at every schedule interval, a check within the ``RotationFailingAlarm``'s window
+  attempts again: a failure the next run repairs raises no alarm), then a little short of 1, 2
+  and 4 hours, so that an hourly schedule's check is the one that makes the attempt;
+- but never past ``LAST_CHANCE`` before the published service token expires, when that moment
+  is still ahead: the back-off is not what lets a token expire after the provider recovered.
+  This adds at most one attempt to a streak (a streak keeps one published token).
 
 A streak ends when a service token is published after its last failure (a refresh that went
 through, or a new authorization). At most ``ATTEMPTS_A_DAY`` attempts fall in any 24 hours.
@@ -28,7 +33,8 @@ from cmstoken.core.clock import to_iso
 
 DAY = 86_400.0
 AT_ONCE = 3
-BACKOFF = (50 * 60.0, 110 * 60.0, 230 * 60.0)
+BACKOFF = (10 * 60.0, 50 * 60.0, 110 * 60.0, 230 * 60.0)
+LAST_CHANCE = 90 * 60.0
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,9 @@ def offsets_within(span: float) -> list[float]:
 
 
 def attempts_within(span: float) -> int:
-    """The most attempts one streak makes in ``span`` seconds from its first (both ends in)."""
-    return len(offsets_within(span))
+    """The most attempts one streak makes in ``span`` seconds from its first (both ends in),
+    its last chance before the token expires included."""
+    return len(offsets_within(span)) + 1
 
 
 # A streak's first day is its densest: the back-off only grows.
@@ -70,8 +77,9 @@ ATTEMPTS_A_DAY = attempts_within(DAY)
 def streak(recorded: Failures | None, published_at: float | None) -> Failures | None:
     """The streak ``recorded`` while it lasts: ``None`` once a service token was published
     (``published_at``, ``None``: none is) after its last failure."""
-    # Stored times are whole seconds: only a later second is surely after.
-    if recorded is None or (published_at is not None and int(published_at) > recorded.last_at):
+    # Stored times are whole seconds: a publication in the second of the last failure is
+    # counted as after it (a refresh stores its attempt as failed, then publishes).
+    if recorded is None or (published_at is not None and published_at >= recorded.last_at):
         return None
     return recorded
 
@@ -86,10 +94,20 @@ def refusal(recorded: Failures | None, *, now: float) -> str | None:
     )
 
 
-def failed(previous: Failures | None, *, now: float, retry_after: float | None = None) -> Failures:
+def failed(
+    previous: Failures | None,
+    *,
+    now: float,
+    retry_after: float | None = None,
+    expires_at: float | None = None,
+) -> Failures:
     """The streak after an attempt that failed at ``now``: one more in a row, and the next
     attempt after the back-off or the upstream's own wait hint (``Retry-After``), whichever
-    is later."""
+    is later, but no later than ``LAST_CHANCE`` before the published token expires
+    (``expires_at``) while that is still ahead."""
     count = 1 if previous is None else previous.count + 1
-    wait = max(delay(count), retry_after or 0.0)
-    return Failures(count=count, last_at=now, retry_at=now + wait)
+    hint = retry_after or 0.0
+    retry_at = now + max(delay(count), hint)
+    if expires_at is not None and now < expires_at - LAST_CHANCE < retry_at:
+        retry_at = max(expires_at - LAST_CHANCE, now + hint)
+    return Failures(count=count, last_at=now, retry_at=retry_at)

@@ -52,7 +52,11 @@ IN_FLIGHT = (PER_REFRESH - 1) + PER_POLL
 # service token lives about 24 hours and is refreshed within its last RefreshMarginSeconds (at
 # most ``MAX_MARGIN_SECONDS``), so a streak ends with a token that is not due for 24 hours less
 # the margin: one day holds at most two streaks, within the margin's hours between them. Each
-# attempt writes at most ``PER_REFRESH``; and the credential is marked refused once.
+# attempt writes at most ``PER_ATTEMPT``: its claim, then its store (which records the attempt
+# as failed unless its token is published) or its lease given back with the failure recorded,
+# or the credential marked refused; and one more, once: a store that went through unseen
+# before the lease was given back (the answer is then lost).
+PER_ATTEMPT = 2
 MAX_MARGIN_SECONDS = 43_200
 SCHEDULE_ATTEMPTS_A_DAY = max(
     refresh_backoff.ATTEMPTS_A_DAY,
@@ -62,7 +66,7 @@ SCHEDULE_ATTEMPTS_A_DAY = max(
         for first in refresh_backoff.offsets_within(MAX_MARGIN_SECONDS)
     ),
 )
-SCHEDULE_DAY = SCHEDULE_ATTEMPTS_A_DAY * PER_REFRESH + 1
+SCHEDULE_DAY = SCHEDULE_ATTEMPTS_A_DAY * PER_ATTEMPT + 1
 # One re-authorization by an operator (``cmstoken-admin bootstrap``): the start, and poll
 # invocations of 20 s each for the device code's 900 s. A poll writes its schedule only when
 # the interval grew (``slow_down``, 5 s more each time) or the next poll lies beyond its

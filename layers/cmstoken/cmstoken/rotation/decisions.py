@@ -26,6 +26,7 @@ from cmstoken.aws.documents import (
 from cmstoken.core.clock import optional_iso
 from cmstoken.core.errors import answered_2xx
 from cmstoken.core.redaction import fingerprint
+from cmstoken.core.refresh_backoff import Failures
 
 if TYPE_CHECKING:
     from cmstoken.upstream.models import TokenAnswer
@@ -303,13 +304,17 @@ def merge_rotation(
     rotated: RefreshCredential,
     raw: RawAccessToken | None,
     lease: Lease | None,
+    failures: Failures | None = None,
 ) -> RefreshSecret | None:
     """``document`` (the newest, with any other writer's fields) holding the rotated
-    credential, its raw access token and the claim's lease; ``None`` when a new authorization
-    replaced ``previous`` meanwhile."""
+    credential, its raw access token, the claim's lease and ``failures``, the streak this
+    attempt makes if its token is not published (a publication ends it); ``None`` when a new
+    authorization replaced ``previous`` meanwhile."""
     if _still(document, previous.refresh_token) is None:
         return None
-    return replace(document, credential=rotated, raw_access_token=raw, lease=lease)
+    return replace(
+        document, credential=rotated, raw_access_token=raw, lease=lease, failures=failures
+    )
 
 
 # --- a refused credential -----------------------------------------------------------------------

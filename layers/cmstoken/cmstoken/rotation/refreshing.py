@@ -46,6 +46,12 @@ LOST_RESERVE_SECONDS = 2.0
 AFTER_REFRESH_STORE_RETRY = RetryPolicy(attempts=1_000_000, base_delay=0.25, max_delay=2.0)
 
 
+_REPLACED_DURING_THE_REFRESH = (
+    "a new authorization replaced the credential during the refresh; the rotated token of the "
+    "old one is dropped"
+)
+
+
 class RaceLostError(Exception):
     """Another writer changed the credential while this run worked: re-read and decide again."""
 
@@ -142,13 +148,20 @@ class Refresher:
     ) -> Snapshot:
         """Store the rotated credential over the claim, merging with any writer that came
         between (a bootstrap's pending authorization, say) as long as the credential is ours
-        (else ``RaceLostError``). The lease stays until it expires, covering the exchange and
-        the publication. Every failure is retried until ``LOST_RESERVE_SECONDS`` before the
-        deadline; then: CRITICAL log, lease released, ``CredentialLostError``."""
+        (else ``RaceLostError``), and the attempt recorded as failed unless its token is
+        published (which ends the streak): no write follows. The lease stays until it expires.
+        Every failure is retried until ``LOST_RESERVE_SECONDS`` before the deadline; then:
+        CRITICAL log, lease released, ``CredentialLostError``."""
+        failures = self.streak_after(claimed.secret.failures, None)
 
         def merge(document: RefreshSecret) -> RefreshSecret | None:
             return decisions.merge_rotation(
-                document, previous=previous, rotated=rotated, raw=raw, lease=claimed.secret.lease
+                document,
+                previous=previous,
+                rotated=rotated,
+                raw=raw,
+                lease=claimed.secret.lease,
+                failures=failures,
             )
 
         give_up_at = deadline - LOST_RESERVE_SECONDS
@@ -180,12 +193,22 @@ class Refresher:
             self.release(claimed, deadline, lost, read_first=True)
             raise lost from exc
         if stored is None:
-            logger.warning(
-                "a new authorization replaced the credential during the refresh; "
-                "the rotated token of the old one is dropped"
-            )
+            logger.warning(_REPLACED_DURING_THE_REFRESH)
             raise RaceLostError
         return stored
+
+    def streak_after(
+        self, recorded: refresh_backoff.Failures | None, error: BaseException | None
+    ) -> refresh_backoff.Failures:
+        """The streak of failed attempts once this one failed (with ``error``), from the one
+        ``recorded`` while it lasts (``core.refresh_backoff``)."""
+        published = self.vault.published
+        return refresh_backoff.failed(
+            refresh_backoff.streak(recorded, published.issued_at if published else None),
+            now=self.clock.now(),
+            retry_after=getattr(error, "retry_after", None),
+            expires_at=published.expires_at if published else None,
+        )
 
     def release(
         self, held: Snapshot, deadline: float, error: BaseException, *, read_first: bool = False
@@ -200,14 +223,7 @@ class Refresher:
                 held = self.vault.read_refresh(deadline)
                 if not decisions.holds(held.secret.lease, self.owner):
                     return
-            published = self.vault.published
-            streak = refresh_backoff.failed(
-                refresh_backoff.streak(
-                    held.secret.failures, published.issued_at if published else None
-                ),
-                now=self.clock.now(),
-                retry_after=getattr(error, "retry_after", None),
-            )
+            streak = self.streak_after(held.secret.failures, error)
             released = replace(held.secret, lease=None, failures=streak)
             self.vault.write_refresh(released, held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own

@@ -17,7 +17,9 @@ One run, in order (SPEC section 4):
    rest judged. The refresh gets its whole time limit (a slow answer is waited for), room for
    one more whole call, and the time to store its answer (``write_reserve``, sized from the
    Secrets Manager client's limits): after an answer that can no longer arrive the same token
-   is presented again at once, once (``refreshing``). A run that fails gives its lease back.
+   is presented again at once, once (``refreshing``). A refresh that fails gives its lease back
+   and records the failed attempt (``core.refresh_backoff``); a stored answer records it with
+   the store, in case no token is published, and its lease lapses by itself.
 5. Exchange, verify with a project listing, and only then publish the new service token.
 
 A lease of another invocation over the stored token (``decisions.lease_verdict``) is taken over
@@ -278,35 +280,29 @@ class Rotator:
             raise self._credential_rejected(credential, exc, deadline) from exc
         rotated = decisions.rotated_credential(credential, answer)
         new_raw = decisions.usable_raw_token(answer)
-        stored = self.refresher.store(claimed, credential, rotated, new_raw, deadline)
+        self.refresher.store(claimed, credential, rotated, new_raw, deadline)
         self.credential = rotated
         _log_rotated(credential, rotated, answer)
-        if new_raw is None:
-            unusable = MalformedResponseError(
+        if new_raw is None:  # the store recorded the failed attempt; the lease lapses
+            raise MalformedResponseError(
                 "refresh: the answer's new refresh token is stored, but the rest of the answer "
                 "is not usable (" + "; ".join(answer.problems) + "); the next run refreshes again",
                 endpoint="refresh",
                 status=200,
             )
-            self.refresher.release(stored, deadline, unusable)
-            raise unusable
-        return self._publish_rotated(due, rotated, new_raw, stored, deadline)
+        return self._publish_rotated(due, rotated, new_raw, deadline)
 
     def _publish_rotated(
         self,
         due: str,
         rotated: RefreshCredential,
         raw: RawAccessToken,
-        stored: Snapshot,
         deadline: float,
     ) -> RotationResult:
-        """Exchange, verify and publish the stored refresh's access token; the lease is given
-        back when that fails."""
-        try:
-            published = self.publisher.publish(rotated, raw, deadline, due)
-        except Exception as exc:
-            self.refresher.release(stored, deadline, exc)
-            raise
+        """Exchange, verify and publish the stored refresh's access token. When that fails,
+        the store already recorded the failed attempt and the lease, over a token no longer
+        stored, lapses by itself: no further write."""
+        published = self.publisher.publish(rotated, raw, deadline, due)
         return self._rotated(due, published, refreshed=True)
 
     def _credential_rejected(
