@@ -41,6 +41,7 @@ from typing import Any
 
 import requests
 
+from local_aws import LocalAlarms, RefreshRequestPump, queue_names
 from local_links import LocalLinks, local_links, started, title
 from local_stack import (
     BOOTSTRAP,
@@ -188,8 +189,16 @@ def main() -> int:
             # Kept: the functions' metrics reach moto's CloudWatch, in the stack's namespace.
             metrics = {"POWERTOOLS_METRICS_NAMESPACE": f"CmsToken/{STACK}"}
             metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
+            # It runs one invocation at a time (ReportingInvoker), as a rotator whose concurrency
+            # is reserved at 1 (RotatorReservedConcurrency): its lease says so.
+            metrics["ROTATOR_RESERVED_CONCURRENCY"] = "1"
             configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
-            clock = run_lifecycle(emulator, interactive, rows, keep=keep)
+            alarms = None
+            if keep:
+                alarms = LocalAlarms(
+                    STACK, metrics["POWERTOOLS_METRICS_NAMESPACE"], INTERVAL_MINUTES
+                )
+            clock = run_lifecycle(emulator, interactive, rows, alarms=alarms)
             if not keep:  # the kept stack stays as the lifecycle left it: healthy
                 run_one_click(emulator, clock, interactive, rows)
             calls = ", ".join(f"{k} {v}" for k, v in sorted(emulator.counts.items()))
@@ -201,8 +210,8 @@ def main() -> int:
             )
             for name, value in rows:
                 print(f"  {name:<{width}}  {value}")
-            if keep:
-                return keep_up(clock, f"http://{host}:{port}", ctrl_c)
+            if alarms is not None:
+                return keep_up(clock, f"http://{host}:{port}", ctrl_c, alarms)
             print(next_steps(keep=False), flush=True)
     except KeyboardInterrupt:
         print("\ndemo: interrupted; servers stopped", file=sys.stderr)
@@ -214,19 +223,25 @@ def main() -> int:
     return 0
 
 
-def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
+def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC, alarms: LocalAlarms) -> int:
     """Serve the local stack to `cmstoken-admin` until Ctrl-C (or SIGTERM): the Lambda endpoint,
-    the rotator's schedule, and the environment file that points the command at them."""
+    the rotator's schedule, the refresh requests' queue, the alarms' evaluation, and the
+    environment file that points the command at them."""
     import boto3
 
     def stop(*_: Any) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)))
+    invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)), alarms)
     endpoint = LambdaEndpoint(invoker).start()
     created = boto3.client("scheduler").get_schedule(Name=f"{STACK}-rotator")["CreationDate"]
     schedule = LocalSchedule(invoker, INTERVAL_MINUTES * 60, created.timestamp()).start()
+    queue = boto3.client("sqs").get_queue_url(
+        QueueName=queue_names(STACK)["RefreshRequestQueueUrl"]
+    )
+    pump = RefreshRequestPump(invoker, ROTATOR, queue["QueueUrl"], REGION).start()
+    alarms.start_updating()
     path = Path(os.environ.get("LOCAL_STACK_ENV") or ROOT / ".venv" / "local-stack.env")
     exports = {
         "AWS_ENDPOINT_URL": aws_endpoint,
@@ -259,6 +274,8 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
         print("\ndemo: local stack stopped", file=sys.stderr)
     finally:
         ctrl_c.settle()
+        alarms.stop()
+        pump.stop()
         schedule.stop()
         endpoint.stop()
         if path.exists() and path.read_text() == text:  # not another demo's since
@@ -289,14 +306,21 @@ class _Announcing:
 
 
 def _trigger(payload: Mapping[str, Any]) -> str:
+    if "Records" in payload:
+        return "refresh request"
     return "forced" if payload.get("force") is True else "scheduled"
 
 
 def run_lifecycle(
-    emulator: Any, interactive: bool, rows: list[tuple[str, str]], *, keep: bool = False
+    emulator: Any,
+    interactive: bool,
+    rows: list[tuple[str, str]],
+    *,
+    alarms: LocalAlarms | None = None,
 ) -> EmulatorTime:
     """Bootstrap, rotate (skipped), jump the clock, rotate (rotated), use the token; kept
-    (``keep``): the stack described for cmstoken-admin, the metrics published, no jump."""
+    (``alarms`` given): the stack described for cmstoken-admin, the metrics published and its
+    alarms evaluated, no jump."""
     import boto3
 
     from cmstoken import runtime
@@ -315,9 +339,10 @@ def run_lifecycle(
         threading.Timer(1.0, approve_in_browser_pages, args=(address,)).start()
 
     invoker: Any = ApprovingInvoker(clock, None if interactive else approve)
-    if keep:
-        describe_stack(emulator)
-        invoker = ReportingInvoker(invoker)
+    keep = alarms is not None
+    if alarms is not None:
+        describe_stack(emulator, alarms)
+        invoker = ReportingInvoker(invoker, alarms)
     if interactive:
         print("INTERACTIVE=1: open the address below in a browser and approve.", file=sys.stderr)
     else:

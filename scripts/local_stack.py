@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from local_aws import LocalAlarms, create_refresh_requests
+
 ROOT = Path(__file__).resolve().parents[1]
 STACK = "cmstoken-local"
 BOOTSTRAP, ROTATOR = "local-bootstrap", "local-rotator"
@@ -144,29 +146,19 @@ class ApprovingInvoker:
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # moto's default account; the demo's region
 INTERVAL_MINUTES = 5  # the shortest RotationIntervalMinutes the template allows
-# The template's alarms (logical names), each on one metric; the heartbeat has no actions.
-# RotatorSilentAlarm is a composite alarm in the template (on the heartbeat and
-# RotationFailingAlarm); moto implements no PutCompositeAlarm, so a metric alarm with the same
-# name and actions stands in for it: what `cmstoken-admin status` reads (names, actions, state).
-ALARMS = {
-    "AuthorizationRequiredAlarm": "AuthorizationRequired",
-    "CredentialLostAlarm": "CredentialLost",
-    "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
-    "RotationFailingAlarm": "RotationFailed",
-    "RotatorHeartbeatAlarm": "RotationFailed",
-    "RotatorSilentAlarm": "RotationFailed",
-    "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
-}
 
 
 def function_arn(function: str) -> str:
     return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
 
 
-def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -> None:
-    """What `cmstoken-admin` reads of a deployed stack, in moto (at ``AWS_ENDPOINT_URL``): the
-    stack's outputs and parameters, its alarms and the rotator's schedule. moto cannot deploy
-    the SAM template, so this is the part of it that the command reads."""
+def describe_stack(
+    emulator: Any, alarms: LocalAlarms, *, interval_minutes: int = INTERVAL_MINUTES
+) -> None:
+    """What `cmstoken-admin` and the runbook read of a deployed stack, in moto (at
+    ``AWS_ENDPOINT_URL``): the stack's outputs and parameters, its alarms (``alarms``), the
+    rotator's schedule, the refresh requests' rule and queues, the dead letter queues. moto
+    cannot deploy the SAM template, so this is the part of it that they read."""
     import boto3
 
     from cmstoken import __version__
@@ -183,6 +175,7 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
         "RefreshCredentialSecretArn": secrets.describe_secret(SecretId=REFRESH_SECRET)["ARN"],
         "ServiceTokenSecretArn": secrets.describe_secret(SecretId=SERVICE_SECRET)["ARN"],
         "MetricsNamespace": namespace,
+        **create_refresh_requests(STACK, ACCOUNT),
     }
     template = {
         "Parameters": {"RotationIntervalMinutes": {"Type": "Number", "Default": interval_minutes}},
@@ -201,20 +194,7 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
     topic = next(
         o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "AlarmTopicArn"
     )
-    cloudwatch = boto3.client("cloudwatch")
-    for logical, metric in ALARMS.items():
-        cloudwatch.put_metric_alarm(
-            AlarmName=f"{STACK}-{logical}-LOCAL",
-            Namespace=namespace,
-            MetricName=metric,
-            Dimensions=[{"Name": "service", "Value": "cmstoken"}],
-            Statistic="Maximum",
-            Period=interval_minutes * 60,
-            EvaluationPeriods=1,
-            Threshold=1,
-            ComparisonOperator="GreaterThanOrEqualToThreshold",
-            AlarmActions=[] if logical == "RotatorHeartbeatAlarm" else [topic],
-        )
+    alarms.create(topic)
     boto3.client("scheduler").create_schedule(
         Name=f"{STACK}-rotator",
         ScheduleExpression=f"rate({interval_minutes} minutes)",
@@ -233,12 +213,14 @@ class ReportingInvoker:
     prints become metrics (PutMetricData to moto), so that `cmstoken-admin status` sees the
     runs, and its other lines (its log records, at the local stack's level), between Lambda's
     START and END lines, go to the function's log group (LOG_GROUPS), so that
-    `cmstoken-admin logs` reads them."""
+    `cmstoken-admin logs` reads them. ``alarms`` is given each datapoint and evaluated after
+    each invocation."""
 
-    def __init__(self, invoker: Any) -> None:
+    def __init__(self, invoker: Any, alarms: LocalAlarms | None = None) -> None:
         import boto3
 
         self.invoker = invoker
+        self.alarms = alarms
         self.cloudwatch = boto3.client("cloudwatch")
         self.logs = boto3.client("logs")
         self.lock = threading.Lock()
@@ -254,6 +236,8 @@ class ReportingInvoker:
             finally:
                 print(f"END RequestId: {request}", file=printed)
                 self._publish(function, printed.getvalue())
+                if self.alarms is not None:
+                    self.alarms.update()
 
     def _publish(self, function: str, output: str) -> None:
         lines: list[str] = []
@@ -283,7 +267,14 @@ class ReportingInvoker:
                     for value in _values(record[metric["Name"]])
                 ]
                 self.cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+                for datum in data if self.alarms is not None else []:
+                    name, value = str(datum["MetricName"]), float(datum["Value"])
+                    self._record(directive["Namespace"], name, stamp.timestamp(), value)
         self._log(function, lines)
+
+    def _record(self, namespace: str, metric: str, stamp: float, value: float) -> None:
+        if self.alarms is not None:
+            self.alarms.record(namespace, metric, stamp, value)
 
     def _log(self, function: str, lines: list[str]) -> None:
         group = LOG_GROUPS.get(function.partition(":")[0])
