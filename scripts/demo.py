@@ -28,6 +28,7 @@ the stack stays healthy. Either way it ends with what to try next.
 from __future__ import annotations
 
 import _thread
+import json
 import logging
 import os
 import re
@@ -236,11 +237,20 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC, alarms: Local
     invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)), alarms)
     endpoint = LambdaEndpoint(invoker).start()
     created = boto3.client("scheduler").get_schedule(Name=f"{STACK}-rotator")["CreationDate"]
-    schedule = LocalSchedule(invoker, INTERVAL_MINUTES * 60, created.timestamp()).start()
-    queue = boto3.client("sqs").get_queue_url(
-        QueueName=queue_names(STACK)["RefreshRequestQueueUrl"]
-    )
-    pump = RefreshRequestPump(invoker, ROTATOR, queue["QueueUrl"], REGION).start()
+    sqs = boto3.client("sqs")
+    queues = {
+        key: sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        for key, name in queue_names(STACK).items()
+    }
+
+    def dead_letter(record: Mapping[str, Any]) -> None:
+        sqs.send_message(
+            QueueUrl=queues["RotationDeadLetterQueueUrl"], MessageBody=json.dumps(record)
+        )
+
+    interval = INTERVAL_MINUTES * 60
+    schedule = LocalSchedule(invoker, interval, created.timestamp(), dead_letter).start()
+    pump = RefreshRequestPump(invoker, ROTATOR, queues["RefreshRequestQueueUrl"], REGION).start()
     alarms.start_updating()
     path = Path(os.environ.get("LOCAL_STACK_ENV") or ROOT / ".venv" / "local-stack.env")
     exports = {

@@ -412,23 +412,7 @@ class LambdaEndpoint:
         destination = self.destinations.get(name)
         if destination is None:
             return
-        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
-        if failed:
-            response["functionError"] = "Unhandled"
-        qualified = name if ":" in name else name + ":$LATEST"
-        record = {
-            "version": "1.0",
-            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
-            "requestContext": {
-                "requestId": f"local-{time.monotonic_ns()}",
-                "functionArn": function_arn(qualified),
-                "condition": "RetriesExhausted" if failed else "Success",
-                "approximateInvokeCount": 1,
-            },
-            "requestPayload": payload,
-            "responseContext": response,
-            "responsePayload": result,
-        }
+        record = invocation_record(name, payload, failed, result)
         self._run(destination, record)
 
     @staticmethod
@@ -494,6 +478,30 @@ class _QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def invocation_record(
+    name: str, payload: Any, failed: bool, result: Any, attempts: int = 1
+) -> dict[str, Any]:
+    """The record Lambda sends to an asynchronous invocation's destination (``name``:
+    ``function`` or ``function:alias``)."""
+    response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+    if failed:
+        response["functionError"] = "Unhandled"
+    qualified = name if ":" in name else name + ":$LATEST"
+    return {
+        "version": "1.0",
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+        "requestContext": {
+            "requestId": f"local-{time.monotonic_ns()}",
+            "functionArn": function_arn(qualified),
+            "condition": "RetriesExhausted" if failed else "Success",
+            "approximateInvokeCount": attempts,
+        },
+        "requestPayload": payload,
+        "responseContext": response,
+        "responsePayload": result,
+    }
+
+
 def _name(function: str) -> str:
     """A function's name, with its qualifier when it has one (``name:qualifier``), from its
     name or ARN."""
@@ -502,14 +510,27 @@ def _name(function: str) -> str:
     return ":".join(function.split(":")[6:8])
 
 
+# Lambda's two retries of a failed asynchronous invocation, about one and two minutes apart.
+RETRY_DELAYS = (60.0, 120.0)
+
+
 class LocalSchedule:
     """The rotator's schedule, run locally: ``{}`` every ``interval`` seconds from ``start``
-    (the schedule's creation), as EventBridge Scheduler's rate expression does."""
+    (the schedule's creation), as EventBridge Scheduler's rate expression does, each an
+    asynchronous invocation: retried twice when it fails, then its record sent to
+    ``dead_letter`` (the rotator's on-failure destination, its dead letter queue)."""
 
-    def __init__(self, invoker: Any, interval: float, start: float) -> None:
+    def __init__(
+        self,
+        invoker: Any,
+        interval: float,
+        start: float,
+        dead_letter: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
         self.invoker = invoker
         self.interval = interval
         self.start_at = start
+        self.dead_letter = dead_letter
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -522,14 +543,28 @@ class LocalSchedule:
         self.thread.join()
 
     def _run(self) -> None:
-        from cmstoken.cli.admin.errors import AdminError
-
         while True:
             elapsed = time.time() - self.start_at
             due = self.start_at + (elapsed // self.interval + 1) * self.interval
-            if self.stopping.wait(max(0.0, due - time.time())):
+            if self.stopping.wait(max(0.0, due - time.time())) or not self._attempts():
                 return
+
+    def _attempts(self) -> bool:
+        """One scheduled invocation and its retries; ``False``: stopped meanwhile."""
+        from cmstoken.cli.admin.errors import AdminError
+
+        error: dict[str, str] = {}
+        delays = (0.0, *RETRY_DELAYS)
+        for delay in delays:
+            if self.stopping.wait(delay):
+                return False
             try:
                 self.invoker.invoke(ROTATOR, {})
+                return True
             except AdminError as exc:
                 print(f"local schedule: the rotator run failed: {exc}", file=sys.stderr)
+                raised = exc.__cause__ or exc
+                error = {"errorType": type(raised).__name__, "errorMessage": str(raised)}
+        if self.dead_letter is not None:
+            self.dead_letter(invocation_record(ROTATOR, {}, True, error, attempts=len(delays)))
+        return True
