@@ -17,12 +17,14 @@ secret (a link is not one; the one-click's code is never printed), and stops its
 and on Ctrl-C.
 
 With KEEP=1 (or true, yes: any case) the stack stays up afterwards for `cmstoken-admin` (until
-Ctrl-C): moto also holds what the command reads of a deployed stack (its outputs, alarms,
-schedule and log groups), a local Lambda endpoint runs the functions, the rotator runs on its
-schedule, and the environment that points the command at it (and puts the venv's commands on
-PATH) is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The clock is not
-moved then, so that the stack's times are real ones, and the one-click part is left out, so that
-the stack stays healthy. Either way it ends with what to try next.
+Ctrl-C): moto also holds what the command and the runbook read of a deployed stack (its
+outputs, alarms, schedule, log groups, the refresh requests' rule and queues, the dead letter
+queues; scripts/local_aws.py), a local Lambda endpoint runs the functions, the rotator runs on
+its schedule and on the refresh requests' queue, the alarms follow the metrics, and the
+environment that points the command at it (and puts the venv's commands on PATH) is written to
+.venv/local-stack.env (LOCAL_STACK_ENV names another file). The clock is not moved then, so
+that the stack's times are real ones, and the one-click part is left out, so that the stack
+stays healthy. Either way it ends with what to try next.
 """
 
 from __future__ import annotations
@@ -274,7 +276,8 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC, alarms: Local
     print(
         f"\nThe local stack {STACK} stays up until Ctrl-C. In another terminal, here:\n{steps}\n\n"
         f"{shown} sets:\n" + "".join(f"  {line}\n" for line in lines) + "\n"
-        f"The rotator runs every {INTERVAL_MINUTES} minutes; its runs are printed here.",
+        f"The rotator runs every {INTERVAL_MINUTES} minutes, and on each refresh request; its"
+        " runs are printed here.",
         flush=True,
     )
     try:

@@ -106,6 +106,7 @@ def run_lines(script: str, folder: Path, env: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI")
 def test_every_runbook_command_runs_on_the_local_stack_or_has_a_note(
     local_stack: tuple[Path, dict[str, str]],
 ) -> None:
@@ -124,6 +125,7 @@ def test_every_runbook_command_runs_on_the_local_stack_or_has_a_note(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI")
 def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     local_stack: tuple[Path, dict[str, str]],
 ) -> None:
