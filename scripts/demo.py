@@ -17,17 +17,20 @@ secret (a link is not one; the one-click's code is never printed), and stops its
 and on Ctrl-C.
 
 With KEEP=1 (or true, yes: any case) the stack stays up afterwards for `cmstoken-admin` (until
-Ctrl-C): moto also holds what the command reads of a deployed stack (its outputs, alarms,
-schedule and log groups), a local Lambda endpoint runs the functions, the rotator runs on its
-schedule, and the environment that points the command at it (and puts the venv's commands on
-PATH) is written to .venv/local-stack.env (LOCAL_STACK_ENV names another file). The clock is not
-moved then, so that the stack's times are real ones, and the one-click part is left out, so that
-the stack stays healthy. Either way it ends with what to try next.
+Ctrl-C): moto also holds what the command and the runbook read of a deployed stack (its
+outputs, alarms, schedule, log groups, the refresh requests' rule and queues, the dead letter
+queues; scripts/local_aws.py), a local Lambda endpoint runs the functions, the rotator runs on
+its schedule and on the refresh requests' queue, the alarms follow the metrics, and the
+environment that points the command at it (and puts the venv's commands on PATH) is written to
+.venv/local-stack.env (LOCAL_STACK_ENV names another file). The clock is not moved then, so
+that the stack's times are real ones, and the one-click part is left out, so that the stack
+stays healthy. Either way it ends with what to try next.
 """
 
 from __future__ import annotations
 
 import _thread
+import json
 import logging
 import os
 import re
@@ -41,6 +44,7 @@ from typing import Any
 
 import requests
 
+from local_aws import LocalAlarms, RefreshRequestPump, queue_names
 from local_links import LocalLinks, local_links, started, title
 from local_stack import (
     BOOTSTRAP,
@@ -188,8 +192,16 @@ def main() -> int:
             # Kept: the functions' metrics reach moto's CloudWatch, in the stack's namespace.
             metrics = {"POWERTOOLS_METRICS_NAMESPACE": f"CmsToken/{STACK}"}
             metrics["POWERTOOLS_METRICS_DISABLED"] = "false"
+            # It runs one invocation at a time (ReportingInvoker), as a rotator whose concurrency
+            # is reserved at 1 (RotatorReservedConcurrency): its lease says so.
+            metrics["ROTATOR_RESERVED_CONCURRENCY"] = "1"
             configure_environment(emulator, f"http://{host}:{port}", metrics if keep else None)
-            clock = run_lifecycle(emulator, interactive, rows, keep=keep)
+            alarms = None
+            if keep:
+                alarms = LocalAlarms(
+                    STACK, metrics["POWERTOOLS_METRICS_NAMESPACE"], INTERVAL_MINUTES
+                )
+            clock = run_lifecycle(emulator, interactive, rows, alarms=alarms)
             if not keep:  # the kept stack stays as the lifecycle left it: healthy
                 run_one_click(emulator, clock, interactive, rows)
             calls = ", ".join(f"{k} {v}" for k, v in sorted(emulator.counts.items()))
@@ -201,8 +213,8 @@ def main() -> int:
             )
             for name, value in rows:
                 print(f"  {name:<{width}}  {value}")
-            if keep:
-                return keep_up(clock, f"http://{host}:{port}", ctrl_c)
+            if alarms is not None:
+                return keep_up(clock, f"http://{host}:{port}", ctrl_c, alarms)
             print(next_steps(keep=False), flush=True)
     except KeyboardInterrupt:
         print("\ndemo: interrupted; servers stopped", file=sys.stderr)
@@ -214,19 +226,34 @@ def main() -> int:
     return 0
 
 
-def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
+def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC, alarms: LocalAlarms) -> int:
     """Serve the local stack to `cmstoken-admin` until Ctrl-C (or SIGTERM): the Lambda endpoint,
-    the rotator's schedule, and the environment file that points the command at them."""
+    the rotator's schedule, the refresh requests' queue, the alarms' evaluation, and the
+    environment file that points the command at them."""
     import boto3
 
     def stop(*_: Any) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)))
+    invoker = ReportingInvoker(_Announcing(ApprovingInvoker(clock, None)), alarms)
     endpoint = LambdaEndpoint(invoker).start()
     created = boto3.client("scheduler").get_schedule(Name=f"{STACK}-rotator")["CreationDate"]
-    schedule = LocalSchedule(invoker, INTERVAL_MINUTES * 60, created.timestamp()).start()
+    sqs = boto3.client("sqs")
+    queues = {
+        key: sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        for key, name in queue_names(STACK).items()
+    }
+
+    def dead_letter(record: Mapping[str, Any]) -> None:
+        sqs.send_message(
+            QueueUrl=queues["RotationDeadLetterQueueUrl"], MessageBody=json.dumps(record)
+        )
+
+    interval = INTERVAL_MINUTES * 60
+    schedule = LocalSchedule(invoker, interval, created.timestamp(), dead_letter).start()
+    pump = RefreshRequestPump(invoker, ROTATOR, queues["RefreshRequestQueueUrl"], REGION).start()
+    alarms.start_updating()
     path = Path(os.environ.get("LOCAL_STACK_ENV") or ROOT / ".venv" / "local-stack.env")
     exports = {
         "AWS_ENDPOINT_URL": aws_endpoint,
@@ -249,7 +276,8 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
     print(
         f"\nThe local stack {STACK} stays up until Ctrl-C. In another terminal, here:\n{steps}\n\n"
         f"{shown} sets:\n" + "".join(f"  {line}\n" for line in lines) + "\n"
-        f"The rotator runs every {INTERVAL_MINUTES} minutes; its runs are printed here.",
+        f"The rotator runs every {INTERVAL_MINUTES} minutes, and on each refresh request; its"
+        " runs are printed here.",
         flush=True,
     )
     try:
@@ -259,6 +287,8 @@ def keep_up(clock: EmulatorTime, aws_endpoint: str, ctrl_c: CtrlC) -> int:
         print("\ndemo: local stack stopped", file=sys.stderr)
     finally:
         ctrl_c.settle()
+        alarms.stop()
+        pump.stop()
         schedule.stop()
         endpoint.stop()
         if path.exists() and path.read_text() == text:  # not another demo's since
@@ -289,14 +319,21 @@ class _Announcing:
 
 
 def _trigger(payload: Mapping[str, Any]) -> str:
+    if "Records" in payload:
+        return "refresh request"
     return "forced" if payload.get("force") is True else "scheduled"
 
 
 def run_lifecycle(
-    emulator: Any, interactive: bool, rows: list[tuple[str, str]], *, keep: bool = False
+    emulator: Any,
+    interactive: bool,
+    rows: list[tuple[str, str]],
+    *,
+    alarms: LocalAlarms | None = None,
 ) -> EmulatorTime:
     """Bootstrap, rotate (skipped), jump the clock, rotate (rotated), use the token; kept
-    (``keep``): the stack described for cmstoken-admin, the metrics published, no jump."""
+    (``alarms`` given): the stack described for cmstoken-admin, the metrics published and its
+    alarms evaluated, no jump."""
     import boto3
 
     from cmstoken import runtime
@@ -315,9 +352,10 @@ def run_lifecycle(
         threading.Timer(1.0, approve_in_browser_pages, args=(address,)).start()
 
     invoker: Any = ApprovingInvoker(clock, None if interactive else approve)
-    if keep:
-        describe_stack(emulator)
-        invoker = ReportingInvoker(invoker)
+    keep = alarms is not None
+    if alarms is not None:
+        describe_stack(emulator, alarms)
+        invoker = ReportingInvoker(invoker, alarms)
     if interactive:
         print("INTERACTIVE=1: open the address below in a browser and approve.", file=sys.stderr)
     else:

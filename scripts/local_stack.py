@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from local_aws import LocalAlarms, create_refresh_requests
+
 ROOT = Path(__file__).resolve().parents[1]
 STACK = "cmstoken-local"
 BOOTSTRAP, ROTATOR = "local-bootstrap", "local-rotator"
@@ -144,29 +146,19 @@ class ApprovingInvoker:
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # moto's default account; the demo's region
 INTERVAL_MINUTES = 5  # the shortest RotationIntervalMinutes the template allows
-# The template's alarms (logical names), each on one metric; the heartbeat has no actions.
-# RotatorSilentAlarm is a composite alarm in the template (on the heartbeat and
-# RotationFailingAlarm); moto implements no PutCompositeAlarm, so a metric alarm with the same
-# name and actions stands in for it: what `cmstoken-admin status` reads (names, actions, state).
-ALARMS = {
-    "AuthorizationRequiredAlarm": "AuthorizationRequired",
-    "CredentialLostAlarm": "CredentialLost",
-    "ServiceTokenExpiringAlarm": "ServiceTokenSecondsToExpiry",
-    "RotationFailingAlarm": "RotationFailed",
-    "RotatorHeartbeatAlarm": "RotationFailed",
-    "RotatorSilentAlarm": "RotationFailed",
-    "RefreshFamilyAgingAlarm": "RefreshFamilyAgeSeconds",
-}
 
 
 def function_arn(function: str) -> str:
     return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
 
 
-def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -> None:
-    """What `cmstoken-admin` reads of a deployed stack, in moto (at ``AWS_ENDPOINT_URL``): the
-    stack's outputs and parameters, its alarms and the rotator's schedule. moto cannot deploy
-    the SAM template, so this is the part of it that the command reads."""
+def describe_stack(
+    emulator: Any, alarms: LocalAlarms, *, interval_minutes: int = INTERVAL_MINUTES
+) -> None:
+    """What `cmstoken-admin` and the runbook read of a deployed stack, in moto (at
+    ``AWS_ENDPOINT_URL``): the stack's outputs and parameters, its alarms (``alarms``), the
+    rotator's schedule, the refresh requests' rule and queues, the dead letter queues. moto
+    cannot deploy the SAM template, so this is the part of it that they read."""
     import boto3
 
     from cmstoken import __version__
@@ -183,6 +175,7 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
         "RefreshCredentialSecretArn": secrets.describe_secret(SecretId=REFRESH_SECRET)["ARN"],
         "ServiceTokenSecretArn": secrets.describe_secret(SecretId=SERVICE_SECRET)["ARN"],
         "MetricsNamespace": namespace,
+        **create_refresh_requests(STACK, ACCOUNT),
     }
     template = {
         "Parameters": {"RotationIntervalMinutes": {"Type": "Number", "Default": interval_minutes}},
@@ -201,20 +194,7 @@ def describe_stack(emulator: Any, *, interval_minutes: int = INTERVAL_MINUTES) -
     topic = next(
         o["OutputValue"] for o in described["Outputs"] if o["OutputKey"] == "AlarmTopicArn"
     )
-    cloudwatch = boto3.client("cloudwatch")
-    for logical, metric in ALARMS.items():
-        cloudwatch.put_metric_alarm(
-            AlarmName=f"{STACK}-{logical}-LOCAL",
-            Namespace=namespace,
-            MetricName=metric,
-            Dimensions=[{"Name": "service", "Value": "cmstoken"}],
-            Statistic="Maximum",
-            Period=interval_minutes * 60,
-            EvaluationPeriods=1,
-            Threshold=1,
-            ComparisonOperator="GreaterThanOrEqualToThreshold",
-            AlarmActions=[] if logical == "RotatorHeartbeatAlarm" else [topic],
-        )
+    alarms.create(topic)
     boto3.client("scheduler").create_schedule(
         Name=f"{STACK}-rotator",
         ScheduleExpression=f"rate({interval_minutes} minutes)",
@@ -233,12 +213,14 @@ class ReportingInvoker:
     prints become metrics (PutMetricData to moto), so that `cmstoken-admin status` sees the
     runs, and its other lines (its log records, at the local stack's level), between Lambda's
     START and END lines, go to the function's log group (LOG_GROUPS), so that
-    `cmstoken-admin logs` reads them."""
+    `cmstoken-admin logs` reads them. ``alarms`` is given each datapoint and evaluated after
+    each invocation."""
 
-    def __init__(self, invoker: Any) -> None:
+    def __init__(self, invoker: Any, alarms: LocalAlarms | None = None) -> None:
         import boto3
 
         self.invoker = invoker
+        self.alarms = alarms
         self.cloudwatch = boto3.client("cloudwatch")
         self.logs = boto3.client("logs")
         self.lock = threading.Lock()
@@ -254,6 +236,8 @@ class ReportingInvoker:
             finally:
                 print(f"END RequestId: {request}", file=printed)
                 self._publish(function, printed.getvalue())
+                if self.alarms is not None:
+                    self.alarms.update()
 
     def _publish(self, function: str, output: str) -> None:
         lines: list[str] = []
@@ -283,7 +267,14 @@ class ReportingInvoker:
                     for value in _values(record[metric["Name"]])
                 ]
                 self.cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+                for datum in data if self.alarms is not None else []:
+                    name, value = str(datum["MetricName"]), float(datum["Value"])
+                    self._record(directive["Namespace"], name, stamp.timestamp(), value)
         self._log(function, lines)
+
+    def _record(self, namespace: str, metric: str, stamp: float, value: float) -> None:
+        if self.alarms is not None:
+            self.alarms.record(namespace, metric, stamp, value)
 
     def _log(self, function: str, lines: list[str]) -> None:
         group = LOG_GROUPS.get(function.partition(":")[0])
@@ -421,23 +412,7 @@ class LambdaEndpoint:
         destination = self.destinations.get(name)
         if destination is None:
             return
-        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
-        if failed:
-            response["functionError"] = "Unhandled"
-        qualified = name if ":" in name else name + ":$LATEST"
-        record = {
-            "version": "1.0",
-            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
-            "requestContext": {
-                "requestId": f"local-{time.monotonic_ns()}",
-                "functionArn": function_arn(qualified),
-                "condition": "RetriesExhausted" if failed else "Success",
-                "approximateInvokeCount": 1,
-            },
-            "requestPayload": payload,
-            "responseContext": response,
-            "responsePayload": result,
-        }
+        record = invocation_record(name, payload, failed, result)
         self._run(destination, record)
 
     @staticmethod
@@ -503,6 +478,30 @@ class _QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def invocation_record(
+    name: str, payload: Any, failed: bool, result: Any, attempts: int = 1
+) -> dict[str, Any]:
+    """The record Lambda sends to an asynchronous invocation's destination (``name``:
+    ``function`` or ``function:alias``)."""
+    response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+    if failed:
+        response["functionError"] = "Unhandled"
+    qualified = name if ":" in name else name + ":$LATEST"
+    return {
+        "version": "1.0",
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+        "requestContext": {
+            "requestId": f"local-{time.monotonic_ns()}",
+            "functionArn": function_arn(qualified),
+            "condition": "RetriesExhausted" if failed else "Success",
+            "approximateInvokeCount": attempts,
+        },
+        "requestPayload": payload,
+        "responseContext": response,
+        "responsePayload": result,
+    }
+
+
 def _name(function: str) -> str:
     """A function's name, with its qualifier when it has one (``name:qualifier``), from its
     name or ARN."""
@@ -511,14 +510,27 @@ def _name(function: str) -> str:
     return ":".join(function.split(":")[6:8])
 
 
+# Lambda's two retries of a failed asynchronous invocation, about one and two minutes apart.
+RETRY_DELAYS = (60.0, 120.0)
+
+
 class LocalSchedule:
     """The rotator's schedule, run locally: ``{}`` every ``interval`` seconds from ``start``
-    (the schedule's creation), as EventBridge Scheduler's rate expression does."""
+    (the schedule's creation), as EventBridge Scheduler's rate expression does, each an
+    asynchronous invocation: retried twice when it fails, then its record sent to
+    ``dead_letter`` (the rotator's on-failure destination, its dead letter queue)."""
 
-    def __init__(self, invoker: Any, interval: float, start: float) -> None:
+    def __init__(
+        self,
+        invoker: Any,
+        interval: float,
+        start: float,
+        dead_letter: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
         self.invoker = invoker
         self.interval = interval
         self.start_at = start
+        self.dead_letter = dead_letter
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -531,14 +543,28 @@ class LocalSchedule:
         self.thread.join()
 
     def _run(self) -> None:
-        from cmstoken.cli.admin.errors import AdminError
-
         while True:
             elapsed = time.time() - self.start_at
             due = self.start_at + (elapsed // self.interval + 1) * self.interval
-            if self.stopping.wait(max(0.0, due - time.time())):
+            if self.stopping.wait(max(0.0, due - time.time())) or not self._attempts():
                 return
+
+    def _attempts(self) -> bool:
+        """One scheduled invocation and its retries; ``False``: stopped meanwhile."""
+        from cmstoken.cli.admin.errors import AdminError
+
+        error: dict[str, str] = {}
+        delays = (0.0, *RETRY_DELAYS)
+        for delay in delays:
+            if self.stopping.wait(delay):
+                return False
             try:
                 self.invoker.invoke(ROTATOR, {})
+                return True
             except AdminError as exc:
                 print(f"local schedule: the rotator run failed: {exc}", file=sys.stderr)
+                raised = exc.__cause__ or exc
+                error = {"errorType": type(raised).__name__, "errorMessage": str(raised)}
+        if self.dead_letter is not None:
+            self.dead_letter(invocation_record(ROTATOR, {}, True, error, attempts=len(delays)))
+        return True

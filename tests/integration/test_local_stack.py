@@ -1,6 +1,7 @@
 """The local stack's Lambda endpoint (scripts/local_stack.py) when its client goes away: an
 interrupted `cmstoken-admin bootstrap` closes its connection while a poll runs; the endpoint
-finishes the invocation and prints nothing about the client that left."""
+finishes the invocation and prints nothing about the client that left. Its schedule sends a run
+that failed with its retries to the rotator's dead letter queue."""
 
 from __future__ import annotations
 
@@ -65,3 +66,43 @@ def test_a_client_that_went_away_leaves_no_traceback(capfd: pytest.CaptureFixtur
     assert "Traceback" not in captured.err
     assert "Error" not in captured.err
     assert captured.err == ""
+
+
+class FailingInvoker:
+    """A rotator whose every run fails, as the operator command's invoker reports it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> Any:
+        from cmstoken.cli.admin.errors import AdminError
+
+        self.calls += 1
+        raise AdminError("the rotator failed") from RuntimeError("upstream down")
+
+
+def test_a_scheduled_run_that_keeps_failing_lands_in_the_dead_letter_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The schedule's invocation is retried twice, then its record goes to the rotator's dead
+    letter queue, as Lambda's on-failure destination sends it (the runbook reads its depth)."""
+    import local_stack
+
+    monkeypatch.setattr(local_stack, "RETRY_DELAYS", (0.05, 0.05))
+    invoker = FailingInvoker()
+    letters: list[Mapping[str, Any]] = []
+    schedule = local_stack.LocalSchedule(invoker, 0.2, time.time(), letters.append).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not letters and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        schedule.stop()
+    assert invoker.calls >= 3
+    (record, *_) = letters
+    assert record["requestContext"]["condition"] == "RetriesExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 3
+    assert record["responsePayload"] == {
+        "errorType": "RuntimeError",
+        "errorMessage": "upstream down",
+    }

@@ -1,0 +1,156 @@
+"""Every runbook command of docs/operate.md (its ``<!-- recipe: ... -->`` blocks, ``NAME`` the
+local stack's) and docs/consume.md's refresh request, run in bash against the local stack of
+`make demo KEEP=1`, as a new user runs them after `. .venv/local-stack.env`. A command that
+cannot run there as written has a note beside it (``*On the local stack:*``), and only those
+do; the note's way does run. The local stack's alarms follow the metrics (scripts/local_aws.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support import interruptible, recipe
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+NOTE = "*On the local stack:*"
+# The demo's rotator takes a forced refresh 5 s after the last one (MIN_REFRESH_INTERVAL_SECONDS)
+# rather than 600 s, so that the refresh request's wait is short.
+MIN_REFRESH = "5"
+
+
+def operate_recipes() -> dict[str, str]:
+    """docs/operate.md's recipes: the note for the local stack that follows each (in the text
+    after its block, up to the next recipe or heading), or ``""``."""
+    text = (ROOT / "docs" / "operate.md").read_text()
+    found = re.findall(
+        r"<!-- recipe: ([\w-]+) -->\n```sh\n.*?```\n(.*?)(?=<!-- recipe:|^#|\Z)", text, re.S | re.M
+    )
+    return {name: after[after.index(NOTE) :] if NOTE in after else "" for name, after in found}
+
+
+def aws_cli_major() -> int:
+    ran = subprocess.run(["aws", "--version"], capture_output=True, text=True, check=False)
+    found = re.match(r"aws-cli/(\d+)", ran.stdout + ran.stderr)
+    return int(found.group(1)) if found else 0
+
+
+@pytest.fixture(scope="module")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """`make demo KEEP=1` serving until the module's tests end: a folder laid out as a
+    checkout's (its .venv/bin is this interpreter's, its .venv/local-stack.env the demo's) and a
+    user's shell environment (no AWS settings, the system's PATH)."""
+    folder = tmp_path_factory.mktemp("checkout")
+    (folder / ".venv").mkdir()
+    (folder / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
+    env_file = folder / ".venv" / "local-stack.env"
+    stderr = (folder / "demo.err").open("w")
+    demo_env = {**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file)}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        env={**demo_env, "MIN_REFRESH_INTERVAL_SECONDS": MIN_REFRESH},
+        preexec_fn=interruptible,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "The rotator runs every" in line:
+                break
+        assert env_file.exists(), (folder / "demo.err").read_text()
+        shell = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        shell["PATH"] = f"{Path(shutil.which('aws') or '/usr/bin/aws').parent}:/usr/bin:/bin"
+        yield folder, shell
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=120) == 0
+    finally:
+        process.kill()
+        process.wait()
+        stderr.close()
+
+
+def run_lines(script: str, folder: Path, env: dict[str, str]) -> list[str]:
+    """Each line of ``script`` in its own bash after sourcing the local stack's file: the
+    lines that did not run (a failed status; a ``grep`` that found nothing is no failure)."""
+    failed = []
+    for line in script.replace("NAME", "cmstoken-local").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        ran = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", f". .venv/local-stack.env\n{line}"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        found_nothing = ran.returncode == 1 and "| grep" in line and not ran.stderr
+        if ran.returncode != 0 and not found_nothing:
+            failed.append(f"{line}\n  -> {ran.returncode}: {ran.stderr.strip()[-300:]}")
+    return failed
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI")
+def test_every_runbook_command_runs_on_the_local_stack_or_has_a_note(
+    local_stack: tuple[Path, dict[str, str]],
+) -> None:
+    folder, env = local_stack
+    recipes = operate_recipes()
+    assert {"admin-logs", "alarm-rotator-silent", "refresh-request-queues"} <= set(recipes)
+    failures = {name: run_lines(recipe(name), folder, env) for name in recipes}
+    could_not = {name for name, failed in failures.items() if failed}
+    noted = {name for name, note in recipes.items() if note}
+    # Notes on what the AWS CLI v1 does (SQS calls to AWS in us-east-1); v2 runs those commands.
+    cli = {name for name in noted if "--endpoint-url" in recipes[name]}
+    expected = noted if aws_cli_major() == 1 else noted - cli
+    assert could_not == expected, {name: failures[name] for name in could_not ^ expected}
+    assert "rotate-link-key" in noted  # the kept stack has no one-click re-authorization
+    for name in cli & could_not:  # the note's way runs
+        script = recipe(name).replace("aws sqs", 'aws --endpoint-url "$AWS_ENDPOINT_URL" sqs')
+        assert run_lines(script, folder, env) == [], name
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI")
+def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
+    local_stack: tuple[Path, dict[str, str]],
+) -> None:
+    """docs/consume.md's refresh request: the event goes through the rule and the queue to the
+    rotator, which publishes a new token (it printed "No new token within 40 s" before)."""
+    folder, env = local_stack
+    time.sleep(int(MIN_REFRESH))  # past the debounce of the demo's last refresh
+    ran = subprocess.run(
+        ["bash", "-c", f". .venv/local-stack.env\n{recipe('refresh-request')}"],
+        cwd=folder,
+        env={
+            **env,
+            "SECRET_ARN": "cmstoken-local/service-token",
+            "MIN_REFRESH_INTERVAL_SECONDS": MIN_REFRESH,
+            "REFRESH_WAIT_SECONDS": "40",
+        },
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "New service token published." in ran.stderr
+    err = (folder / "demo.err").read_text()
+    assert re.search(r"rotator refresh request: (rotated|skipped)", err), err[-2000:]
