@@ -178,7 +178,11 @@ def describe_stack(
         **create_refresh_requests(STACK, ACCOUNT),
     }
     template = {
-        "Parameters": {"RotationIntervalMinutes": {"Type": "Number", "Default": interval_minutes}},
+        "Parameters": {
+            "RotationIntervalMinutes": {"Type": "Number", "Default": interval_minutes},
+            # Off here (no links' key): commands that need it say so, not "a release before it".
+            "OneClickReauthorization": {"Type": "String", "Default": "false"},
+        },
         "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},
         "Outputs": {
             **{key: {"Value": value} for key, value in outputs.items()},

@@ -121,6 +121,8 @@ def test_every_runbook_command_runs_on_the_local_stack_or_has_a_note(
     expected = noted if aws_cli_major() == 1 else noted - cli
     assert could_not == expected, {name: failures[name] for name in could_not ^ expected}
     assert "rotate-link-key" in noted  # the kept stack has no one-click re-authorization
+    (refused,) = failures["rotate-link-key"]
+    assert "has one-click re-authorization off" in refused, refused
     for name in cli & could_not:  # the note's way runs
         script = recipe(name).replace("aws sqs", 'aws --endpoint-url "$AWS_ENDPOINT_URL" sqs')
         assert run_lines(script, folder, env) == [], name
