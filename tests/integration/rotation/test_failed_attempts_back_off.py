@@ -57,16 +57,21 @@ def written(stack: Stack) -> int:
     return stack.aws_calls["PutSecretValue"]
 
 
-@pytest.mark.parametrize("endpoint", ["refresh", "exchange"])
-def test_a_day_of_outage_writes_no_more_than_the_schedules_day(stack: Stack, endpoint: str) -> None:
-    """A day of 503s from the token endpoint (nothing acted on) or from the service's exchange
+@pytest.mark.parametrize(
+    ("endpoint", "status"), [("refresh", 503), ("refresh", 502), ("exchange", 503)]
+)
+def test_a_day_of_outage_writes_no_more_than_the_schedules_day(
+    stack: Stack, endpoint: str, status: int
+) -> None:
+    """A day of 503s from the token endpoint (nothing acted on), of a gateway's 502s there
+    (each answer lost: the provider may have acted), or of 503s from the service's exchange
     (each attempt's refresh goes through and is stored; its token is never published): at most
     ``ATTEMPTS_A_DAY`` attempts and ``SCHEDULE_DAY`` versions, where every hourly check and
     each of Lambda's retries would otherwise attempt (72 attempts, 144 versions or more). The
     day after, the outage over, the next attempt rotates within the longest wait."""
     stack.seed()
     make_due(stack)
-    stack.emulator.inject(endpoint, "status", times=1_000_000, status=503)
+    stack.emulator.inject(endpoint, "status", times=1_000_000, status=status)
     outcomes: Counter[str] = Counter()
     start = stack.clock.now()
     while stack.clock.now() < start + 24 * HOUR - 300:
@@ -76,7 +81,7 @@ def test_a_day_of_outage_writes_no_more_than_the_schedules_day(stack: Stack, end
     attempts = recorded(stack).count
     assert attempts <= refresh_backoff.ATTEMPTS_A_DAY, outcomes
     assert written(stack) <= SCHEDULE_DAY, (written(stack), outcomes)
-    print(endpoint, dict(outcomes), "attempts", attempts, "versions", written(stack))
+    print(endpoint, status, dict(outcomes), "attempts", attempts, "versions", written(stack))
     if endpoint == "refresh":
         assert outcomes["failed"] == attempts, outcomes
         assert outcomes["backing off"] > 0
@@ -155,3 +160,48 @@ def test_retry_after_longer_than_the_wait_is_kept(stack: Stack) -> None:
     with pytest.raises(RefreshBackoffError):
         stack.invoke("rotator", load_event("rotator-scheduled"))
     assert stack.emulator.counts["refresh"] == refreshes
+
+
+def test_a_lost_answer_in_a_streak_is_presented_again_on_lambdas_retry(stack: Stack) -> None:
+    """A streak already backing off (three 503s), then the next check's refresh is acted on
+    and both its answers are lost (the connection closes). Lambda retries the failed run a
+    minute later; a provider whose reuse interval is 5 minutes accepts the token once more
+    only then (SPEC section 2), so that retry must not back off: it presents the token at once
+    and the family survives."""
+    stack.emulator.config.refresh_reuse_interval = 300
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
+    outcomes: Counter[str] = Counter()
+    scheduled_check(stack, outcomes)
+    assert outcomes == Counter({"failed": 3})
+    stack.emulator.clear_faults()
+    stack.emulator.advance(HOUR - sum(LAMBDA_RETRIES))
+    stack.emulator.inject("refresh", "drop", times=2)
+    scheduled_check(stack, outcomes)
+    assert outcomes == Counter({"failed": 4, "rotated": 1}), outcomes
+    newest = stack.newest_refresh_token()
+    assert stack.emulator.refresh_token_valid(newest)
+    assert not stack.emulator.family_revoked(newest)
+    assert stack.published_token_works()
+
+
+def test_a_streak_spares_the_wait_after_lost_answers_twice_at_most(stack: Stack) -> None:
+    """Answers lost on every attempt (a gateway's 502s: the provider may have acted each time):
+    the first lost answer after a wait is retried at once on Lambda's retries, once a streak;
+    the next such run's retries back off, so lost answers do not make the schedule attempt at
+    every check and Lambda retry."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=502)
+    outcomes: Counter[str] = Counter()
+    scheduled_check(stack, outcomes)  # three at once: the streak's first three never wait
+    assert outcomes == Counter({"failed": 3})
+    assert (recorded(stack).spared, recorded(stack).owed) == (0, 0)
+    stack.emulator.advance(HOUR - sum(LAMBDA_RETRIES))
+    scheduled_check(stack, outcomes)  # a wait was due: Lambda's two retries spared it
+    assert outcomes == Counter({"failed": 6})
+    assert recorded(stack).spared == 2
+    stack.emulator.advance(HOUR - sum(LAMBDA_RETRIES))
+    scheduled_check(stack, outcomes)
+    assert outcomes == Counter({"failed": 6, "backing off": 3})

@@ -19,6 +19,7 @@ from cmstoken.aws.documents import (
     ServiceTokenDocument,
 )
 from cmstoken.core.errors import DocumentError
+from cmstoken.core.refresh_backoff import Failures
 
 REFRESH_TOKEN = "v1.refresh-token-secret-0123456789"
 DEVICE_CODE = "device-code-secret-0123456789"
@@ -323,3 +324,21 @@ def test_a_candidate_is_parsed_strictly(candidate: object, problem: str) -> None
     document["candidate"] = candidate
     with pytest.raises(DocumentError, match=problem):
         RefreshSecret.from_json(json.dumps(document))
+
+
+def test_a_streak_of_failures_round_trips_and_one_recorded_before_its_counters_reads() -> None:
+    """The streak's ``owed`` and ``spared`` are stored; a streak a release before them recorded
+    (no such fields) owes and spared nothing. A negative count is refused."""
+    secret = RefreshSecret(
+        credential=CREDENTIAL,
+        failures=Failures(count=4, last_at=1_795_000_000, retry_at=1_795_000_000, owed=2, spared=1),
+    )
+    stored = json.loads(secret.to_json())
+    assert (stored["failures"]["owed"], stored["failures"]["spared"]) == (2, 1)
+    assert RefreshSecret.from_json(secret.to_json()) == secret
+    del stored["failures"]["owed"], stored["failures"]["spared"]
+    older = RefreshSecret.from_json(json.dumps(stored)).failures
+    assert older == Failures(count=4, last_at=1_795_000_000, retry_at=1_795_000_000)
+    stored["failures"]["spared"] = -1
+    with pytest.raises(DocumentError, match="'spared' must not be negative"):
+        RefreshSecret.from_json(json.dumps(stored))

@@ -39,10 +39,10 @@ def test_the_documented_waits_are_the_codes() -> None:
     assert refresh_backoff.delay(50) == refresh_backoff.BACKOFF[-1]
 
 
-def test_a_streak_makes_twelve_attempts_in_its_first_day() -> None:
-    """Three at once, one after each wait that fits in 24 hours, and the last chance before
-    the token expires."""
-    assert refresh_backoff.ATTEMPTS_A_DAY == 12
+def test_a_streak_makes_fourteen_attempts_in_its_first_day() -> None:
+    """Three at once, one after each wait that fits in 24 hours, the last chance before the
+    token expires, and Lambda's two retries of a run that lost its answer, spared a wait."""
+    assert refresh_backoff.ATTEMPTS_A_DAY == 14
 
 
 @given(
@@ -50,6 +50,7 @@ def test_a_streak_makes_twelve_attempts_in_its_first_day() -> None:
         st.tuples(
             st.floats(min_value=0, max_value=4 * 3600),  # how long after it was allowed
             st.none() | st.floats(min_value=0, max_value=7200),  # Retry-After
+            st.booleans(),  # whether its answer was lost
         ),
         min_size=1,
         max_size=40,
@@ -57,18 +58,20 @@ def test_a_streak_makes_twelve_attempts_in_its_first_day() -> None:
     st.none() | st.floats(min_value=-DAY, max_value=2 * DAY),
 )
 def test_no_24_hours_hold_more_attempts_than_a_streaks_first_day(
-    attempts: list[tuple[float, float | None]], expires_in: float | None
+    attempts: list[tuple[float, float | None, bool]], expires_in: float | None
 ) -> None:
     """Whoever attempts, and however late after the back-off allows, whenever the published
-    token expires (one token for the streak): the failures of one streak in any 24 hours are
-    at most ``ATTEMPTS_A_DAY``."""
+    token expires (one token for the streak), whichever answers are lost: the failures of one
+    streak in any 24 hours are at most ``ATTEMPTS_A_DAY``."""
     expires_at = None if expires_in is None else NOW + expires_in
     times, record, now = [], None, NOW
-    for late, retry_after in attempts:
+    for late, retry_after, lost in attempts:
         now = (record.retry_at if record else now) + late
         assert refusal(record, now=now) is None
         times.append(now)
-        record = failed(record, now=now, retry_after=retry_after, expires_at=expires_at)
+        record = failed(
+            record, now=now, retry_after=retry_after, expires_at=expires_at, answer_lost=lost
+        )
     for start in times:
         within = [t for t in times if start <= t <= start + DAY]
         assert len(within) <= refresh_backoff.ATTEMPTS_A_DAY
@@ -100,3 +103,36 @@ def test_a_token_published_after_the_last_failure_ends_the_streak() -> None:
     assert streak(record, NOW + 1) is None
     assert failed(streak(record, NOW + 1), now=NOW + 2).count == 1
     assert failed(record, now=NOW + 2).count == 8
+
+
+def test_a_lost_answer_owes_lambdas_two_retries_at_once_even_where_a_wait_was_due() -> None:
+    """Three 503s (the streak waits), then a lost answer: the next two attempts go at once
+    whatever they fail with (Lambda's retries of that run), then the back-off resumes."""
+    record = None
+    for at in (0, 60, 180):
+        record = failed(record, now=NOW + at)
+    assert record is not None
+    assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[0]
+    lost = failed(record, now=NOW + 3600, answer_lost=True)
+    assert (lost.retry_at, lost.owed, lost.spared) == (NOW + 3600, 2, 1)
+    not_acted_on = failed(lost, now=NOW + 3660)
+    assert (not_acted_on.retry_at, not_acted_on.owed, not_acted_on.spared) == (NOW + 3660, 1, 2)
+    last = failed(not_acted_on, now=NOW + 3780, answer_lost=True)  # one of the retries: owes none
+    assert last.owed == 0
+    assert last.retry_at == NOW + 3780 + refresh_backoff.BACKOFF[-1]
+
+
+def test_the_first_attempts_lost_answers_spare_no_wait_and_the_spares_run_out() -> None:
+    """A streak's first three go at once anyway: their lost answers spare nothing. Later, two
+    waits at most are spared in a streak; a lost answer after that waits."""
+    record = None
+    for at in (0, 60, 180):
+        record = failed(record, now=NOW + at, answer_lost=True)
+    assert record is not None
+    assert (record.owed, record.spared) == (0, 0)
+    assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[0]
+    for at in (3600, 3660, 3780):
+        record = failed(record, now=NOW + at, answer_lost=True)
+    assert record.spared == refresh_backoff.SPARED_A_STREAK
+    record = failed(record, now=NOW + 30_000, answer_lost=True)
+    assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[-1]

@@ -70,8 +70,12 @@ class _Reader:
         return value
 
     def optional_seconds(self, key: str) -> int | None:
+        return None if self.document.get(key) is None else self.tally(key)
+
+    def tally(self, key: str, default: int = 0) -> int:
+        """A whole number, not negative: ``default`` when absent."""
         if self.document.get(key) is None:
-            return None
+            return default
         value = self.integer(key)
         if value < 0:
             raise self.fail(f"field {key!r} must not be negative")
@@ -281,6 +285,8 @@ def _failures_to_dict(failures: Failures) -> dict[str, Any]:
         "count": failures.count,
         "last_at": to_iso(failures.last_at),
         "retry_at": to_iso(failures.retry_at),
+        "owed": failures.owed,
+        "spared": failures.spared,
     }
 
 
@@ -288,7 +294,12 @@ def _failures_from_dict(document: Any) -> Failures:
     """Parse the ``failures`` object."""
     read = _section(document, "failures", "refresh credential failures")
     return Failures(
-        count=read.positive("count"), last_at=read.time("last_at"), retry_at=read.time("retry_at")
+        count=read.positive("count"),
+        last_at=read.time("last_at"),
+        retry_at=read.time("retry_at"),
+        # A streak recorded by the release before these fields owes and has spared nothing.
+        owed=read.tally("owed"),
+        spared=read.tally("spared"),
     )
 
 

@@ -17,9 +17,18 @@ failed (``Failures``), and the next attempt waits:
   (so that, at every schedule interval, a check within the ``RotationFailingAlarm``'s window
   attempts again: a failure the next run repairs raises no alarm), then a little short of 1, 2
   and 4 hours, so that an hourly schedule's check is the one that makes the attempt;
+- except right after a lost answer (the provider may have rotated the token, and only
+  presenting it again within the tenant's reuse interval recovers it; SPEC 2b/2c): the next
+  ``OWED_AFTER_LOST`` attempts, Lambda's two retries of the run that lost it, go at once
+  whatever they fail with, where a wait was due ``SPARED_A_STREAK`` times a streak at most;
 - but never past ``LAST_CHANCE`` before the published service token expires, when that moment
   is still ahead: the back-off is not what lets a token expire after the provider recovered.
   This adds at most one attempt to a streak (a streak keeps one published token).
+
+So a streak makes its lost answers' retries at once when they matter (a streak already waiting,
+then a lost answer) and a bounded number of times, and only a streak that loses an answer again
+after spending its spared attempts waits with an answer at stake (docs/how-rotation-works.md,
+"What is still lost").
 
 A streak ends when a service token is published after its last failure (a refresh that went
 through, or a new authorization). At most ``ATTEMPTS_A_DAY`` attempts fall in any 24 hours.
@@ -35,16 +44,21 @@ DAY = 86_400.0
 AT_ONCE = 3
 BACKOFF = (10 * 60.0, 50 * 60.0, 110 * 60.0, 230 * 60.0)
 LAST_CHANCE = 90 * 60.0
+OWED_AFTER_LOST = 2
+SPARED_A_STREAK = 2
 
 
 @dataclass(frozen=True)
 class Failures:
-    """A streak of failed refresh attempts: how many in a row, when the last one ended, and
-    when the next may start (epoch seconds)."""
+    """A streak of failed refresh attempts: how many in a row, when the last one ended, when
+    the next may start (epoch seconds), how many attempts are still owed at once after a lost
+    answer, and how many went at once where a wait was due."""
 
     count: int
     last_at: float
     retry_at: float
+    owed: int = 0
+    spared: int = 0
 
 
 def delay(count: int) -> float:
@@ -65,9 +79,10 @@ def offsets_within(span: float) -> list[float]:
 
 
 def attempts_within(span: float) -> int:
-    """The most attempts one streak makes in ``span`` seconds from its first (both ends in),
-    its last chance before the token expires included."""
-    return len(offsets_within(span)) + 1
+    """The most attempts one streak makes in ``span`` seconds from its first (both ends in):
+    those the back-off allows, its last chance before the token expires, and those spared a
+    wait after a lost answer."""
+    return len(offsets_within(span)) + 1 + SPARED_A_STREAK
 
 
 # A streak's first day is its densest: the back-off only grows.
@@ -100,14 +115,23 @@ def failed(
     now: float,
     retry_after: float | None = None,
     expires_at: float | None = None,
+    answer_lost: bool = False,
 ) -> Failures:
     """The streak after an attempt that failed at ``now``: one more in a row, and the next
     attempt after the back-off or the upstream's own wait hint (``Retry-After``), whichever
     is later, but no later than ``LAST_CHANCE`` before the published token expires
-    (``expires_at``) while that is still ahead."""
-    count = 1 if previous is None else previous.count + 1
+    (``expires_at``) while that is still ahead; after the hint only, while attempts are owed
+    at once after a lost answer (``answer_lost``: this one lost its answer) and the streak
+    has spared fewer than ``SPARED_A_STREAK`` waits."""
+    count, owing, spared = 1, 0, 0
+    if previous is not None:
+        count, owing, spared = previous.count + 1, previous.owed, previous.spared
+    # A lost answer opens Lambda's retries unless it is one of them.
+    owed = OWED_AFTER_LOST if answer_lost and not owing else max(owing - 1, 0)
     hint = retry_after or 0.0
+    if owed and delay(count) and spared < SPARED_A_STREAK:
+        return Failures(count, last_at=now, retry_at=now + hint, owed=owed, spared=spared + 1)
     retry_at = now + max(delay(count), hint)
     if expires_at is not None and now < expires_at - LAST_CHANCE < retry_at:
         retry_at = max(expires_at - LAST_CHANCE, now + hint)
-    return Failures(count=count, last_at=now, retry_at=retry_at)
+    return Failures(count, last_at=now, retry_at=retry_at, owed=owed, spared=spared)

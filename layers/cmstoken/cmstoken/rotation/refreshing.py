@@ -109,8 +109,9 @@ class Refresher:
         except CredentialRejectedError:
             raise
         except Exception as exc:
-            _log_failure(decisions.refresh_failure(exc), exc, credential, self.presented_again)
-            self.release(claimed, deadline, exc)
+            failure = decisions.refresh_failure(exc)
+            _log_failure(failure, exc, credential, self.presented_again)
+            self.release(claimed, deadline, exc, answer_lost=failure.answer_lost)
             raise
 
     def _present(
@@ -190,7 +191,9 @@ class Refresher:
             )
         except Exception as exc:
             lost = _lost(previous, rotated, refused[0] if refused else exc)
-            self.release(claimed, deadline, lost, read_first=True)
+            # The stored token is the spent one: presenting it again within a reuse interval
+            # is what recovers the family, as after an answer lost on the wire.
+            self.release(claimed, deadline, lost, read_first=True, answer_lost=True)
             raise lost from exc
         if stored is None:
             logger.warning(_REPLACED_DURING_THE_REFRESH)
@@ -198,32 +201,44 @@ class Refresher:
         return stored
 
     def streak_after(
-        self, recorded: refresh_backoff.Failures | None, error: BaseException | None
+        self,
+        recorded: refresh_backoff.Failures | None,
+        error: BaseException | None,
+        *,
+        answer_lost: bool = False,
     ) -> refresh_backoff.Failures:
-        """The streak of failed attempts once this one failed (with ``error``), from the one
-        ``recorded`` while it lasts (``core.refresh_backoff``)."""
+        """The streak of failed attempts once this one failed (with ``error``; ``answer_lost``:
+        the token may be spent with no answer stored), from the one ``recorded`` while it
+        lasts (``core.refresh_backoff``)."""
         published = self.vault.published
         return refresh_backoff.failed(
             refresh_backoff.streak(recorded, published.issued_at if published else None),
             now=self.clock.now(),
             retry_after=getattr(error, "retry_after", None),
             expires_at=published.expires_at if published else None,
+            answer_lost=answer_lost,
         )
 
     def release(
-        self, held: Snapshot, deadline: float, error: BaseException, *, read_first: bool = False
+        self,
+        held: Snapshot,
+        deadline: float,
+        error: BaseException,
+        *,
+        read_first: bool = False,
+        answer_lost: bool = False,
     ) -> None:
         """Give the lease back after a handled failure (``error``), so that a retry need not
         wait for it, and record the failure in the streak of failed attempts, which spaces
-        the next ones (``core.refresh_backoff``). ``held`` is the newest version this run
-        wrote; with ``read_first``, the lease is taken off whatever is stored now, if it is
-        still this run's."""
+        the next ones (``core.refresh_backoff``; ``answer_lost``: the stored token may be
+        spent). ``held`` is the newest version this run wrote; with ``read_first``, the lease
+        is taken off whatever is stored now, if it is still this run's."""
         try:
             if read_first:
                 held = self.vault.read_refresh(deadline)
                 if not decisions.holds(held.secret.lease, self.owner):
                     return
-            streak = self.streak_after(held.secret.failures, error)
+            streak = self.streak_after(held.secret.failures, error, answer_lost=answer_lost)
             released = replace(held.secret, lease=None, failures=streak)
             self.vault.write_refresh(released, held.version_id, deadline)
         except Exception:  # noqa: BLE001 -- best effort: the lease expires on its own
