@@ -132,6 +132,7 @@ class Scenario:
     max_refreshes: int
     reuse_interval: float = 0.0
     reserved_concurrency: int = 0  # 1: one invocation at a time (a single actor and its retries)
+    streak: int = 0  # failed refresh attempts in a row recorded at the start, the next allowed
 
 
 SCHEDULED = RotationRequest(forced=False, source="schedule")
@@ -153,17 +154,22 @@ SCHEDULED_AND_DUPLICATE_FORCED = Scenario(
 )
 
 
-def on_lambda(reuse_interval: float, request: RotationRequest = SCHEDULED) -> Scenario:
+def on_lambda(
+    reuse_interval: float, request: RotationRequest = SCHEDULED, *, streak: int = 0
+) -> Scenario:
     """One invocation with reserved concurrency 1 and Lambda's retries of it, at a tenant's
-    refresh-token reuse interval (issue 28)."""
+    refresh-token reuse interval (issue 28); ``streak``: after that many failed attempts in a
+    row, so that the back-off already waits after the next failure (``core.refresh_backoff``)."""
     due = 1 * HOUR if request.forced else 19 * HOUR
+    after = f", after {streak} failed attempts" if streak else ""
     return Scenario(
-        f"one {request.source} invocation on Lambda, reuse interval {reuse_interval:.0f} s",
+        f"one {request.source} invocation on Lambda, reuse interval {reuse_interval:.0f} s{after}",
         (("run", request),),
         due,
         1,
         reuse_interval=reuse_interval,
         reserved_concurrency=1,
+        streak=streak,
     )
 
 
@@ -843,6 +849,8 @@ def run_schedule(
     if store is not None:
         world.store = store(cast(Any, world.secretsmanager))
     world.clock.advance(scenario.advance)
+    if scenario.streak:
+        world.record_streak(scenario.streak)
     checker = InvariantChecker(world, scenario.max_refreshes, scenario.reuse_interval)
     harness.attach(world, checker)
     checker.start()

@@ -4,7 +4,7 @@ Manager and upstream, as ``cmstoken.runtime`` builds them (no EventBridge notifi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from cmstoken.aws.documents import (
@@ -16,6 +16,7 @@ from cmstoken.aws.documents import (
 from cmstoken.aws.secrets import SecretStore
 from cmstoken.bootstrap import Bootstrapper, BootstrapRequest
 from cmstoken.bootstrap.identity import token_subject
+from cmstoken.core.refresh_backoff import Failures
 from cmstoken.core.retry import RetryPolicy
 from cmstoken.core.settings import Settings
 from cmstoken.rotation.rotator import Rotator
@@ -135,6 +136,20 @@ class World:
                 min_refresh_interval_seconds=self.settings.min_refresh_interval_seconds,
             )
             self.store.write(SERVICE_SECRET, document.to_json(), replacing=None)
+        finally:
+            self.secretsmanager.interceptor = interceptor
+
+    def record_streak(self, count: int) -> None:
+        """A streak of ``count`` failed refresh attempts (``core.refresh_backoff``) that ended
+        just now, whose next attempt may start now (written without the interceptor)."""
+        interceptor, self.secretsmanager.interceptor = self.secretsmanager.interceptor, direct
+        try:
+            stored = self.store.read(REFRESH_SECRET)
+            assert stored.text is not None
+            now = self.clock.now()
+            failures = Failures(count=count, last_at=now, retry_at=now)
+            document = replace(RefreshSecret.from_json(stored.text), failures=failures)
+            self.store.write(REFRESH_SECRET, document.to_json(), replacing=stored.version_id)
         finally:
             self.secretsmanager.interceptor = interceptor
 

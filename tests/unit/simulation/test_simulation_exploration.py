@@ -58,6 +58,8 @@ CASES: list[tuple[Scenario, Bounds]] = [
     (TWO_ROTATORS, SLOW),
     (DUPLICATE_FORCED, SLOW),
     *((scenario, LAMBDA) for scenario in ON_LAMBDA),
+    # A streak already waiting: the run's lost answer must still have Lambda's retries at once.
+    (on_lambda(300.0, streak=3), LAMBDA),
 ]
 # At the deeper bounds, a forced request delivered twice past the debounce is left out: it takes
 # the very schedules of two scheduled runs of a due token (the same counts at every bound it ran
@@ -70,6 +72,7 @@ if PROFILE == "verify":
         (TWO_ROTATORS, SLOW_VERIFY),
         *((scenario, LAMBDA_VERIFY) for scenario in ON_LAMBDA),
         (on_lambda(300.0, FORCED), LAMBDA_VERIFY),
+        (on_lambda(300.0, streak=3), LAMBDA_VERIFY),
     ]
 
 
