@@ -8,6 +8,7 @@ answer is a lost login. Signals are sent while it waits for that answer.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -15,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -70,10 +72,9 @@ class Outcome:
                     assert line.startswith(message)
 
 
-def environment() -> dict[str, str]:
-    return {
-        k: v for k, v in os.environ.items() if k not in ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN")
-    }
+def environment(**extra: str) -> dict[str, str]:
+    kept = ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN", *extra)
+    return {k: v for k, v in os.environ.items() if k not in kept} | extra
 
 
 @pytest.fixture
@@ -93,10 +94,16 @@ class Running:
     """get-token started in a subprocess (pipes), its standard error read line by line."""
 
     def __init__(
-        self, args: Sequence[str], *, stdin: str | None = "", closed_stdout: bool = False
+        self,
+        args: Sequence[str],
+        *,
+        stdin: str | None = "",
+        closed_stdout: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         """``closed_stdout``: standard output a pipe nobody reads (``| jq`` killed by the same
-        Ctrl-C, ``| head -c0``): writing to it fails (Python ignores SIGPIPE)."""
+        Ctrl-C, ``| head -c0``): writing to it fails (Python ignores SIGPIPE). ``env``: more
+        environment variables."""
         read, write = os.pipe()
         os.close(read)
         try:
@@ -106,7 +113,7 @@ class Running:
                 stdout=write if closed_stdout else subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=environment(),
+                env=environment(**(env or {})),
                 preexec_fn=interruptible,
             )
         finally:
@@ -401,6 +408,73 @@ def test_a_closed_standard_output_is_one_line_without_a_traceback(
     outcome.assert_one_line_messages()
     kept = assert_saved(emu, path, old)
     outcome.assert_no_refresh_token(old, kept)
+
+
+def test_a_closed_standard_output_that_was_the_new_tokens_place_rescues_it_to_a_file(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    """``get-token -r - | head -c0``, no refresh file: standard output was the new refresh
+    token's one place, and the token given is spent. The new one is saved to a new file of
+    mode 0600 in the user's state folder, the line says where and how to renew with it, and
+    the renewal from that file works; never the token on either stream."""
+    old = emu.issue_tokens()["refresh_token"]
+    state = tmp_path / "state"
+    running = Running(
+        ["--base-url", emu.base_url, "-r", "-"],
+        stdin=old + "\n",
+        closed_stdout=True,
+        env={"XDG_STATE_HOME": str(state)},
+    )
+    outcome = running.finish()
+    assert outcome.returncode == 1, outcome.stderr
+    (rescued,) = (state / "cmstoken").iterdir()
+    assert rescued.stat().st_mode & 0o777 == 0o600
+    kept = rescued.read_text().strip()
+    assert emu.refresh_token_valid(kept)
+    assert outcome.stderr.splitlines()[-1] == (
+        f"get-token: {CLOSED}; the new refresh token was saved to {rescued} (mode 0600): "
+        f"renew with get-token --refresh-file {rescued}"
+    )
+    outcome.assert_one_line_messages()
+    outcome.assert_no_refresh_token(old, kept)
+    renewed = Running(["--base-url", emu.base_url, "--refresh-file", str(rescued)]).finish()
+    assert renewed.returncode == 0, renewed.stderr
+    assert emu.service_token_valid(renewed.json()["access_token"])
+    assert emu.refresh_token_valid(rescued.read_text().strip())
+
+
+def test_a_closed_standard_output_says_the_login_is_lost_when_no_file_takes_the_token(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with no folder that takes a file (the state folder and the temporary folder
+    are files: even root cannot write there): one line says the new token is lost and the given
+    one spent: log in again. In-process, as the temporary folder falls back to /tmp otherwise."""
+    from cmstoken.cli.get_token.command import main
+
+    old = emu.issue_tokens()["refresh_token"]
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked))
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    read, write = os.pipe()
+    os.close(read)
+    stdout, stderr = os.fdopen(write, "w"), io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(old + "\n"))
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    try:
+        code = main(["--base-url", emu.base_url, "-r", "-"])
+    finally:
+        monkeypatch.undo()
+        stdout.close()
+    outcome = Outcome(code, "", stderr.getvalue())
+    assert outcome.returncode == 1, outcome.stderr
+    last = outcome.stderr.splitlines()[-1]
+    assert last.startswith(f"get-token: {CLOSED}, and no file took the new refresh token")
+    assert last.endswith("it is lost, and the one given is spent: log in again")
+    outcome.assert_one_line_messages()
+    outcome.assert_no_refresh_token(old)
+    assert not emu.refresh_token_valid(old)
 
 
 def test_ctrl_c_during_the_exchange_into_a_closed_pipe_is_one_line(

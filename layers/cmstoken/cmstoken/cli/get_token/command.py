@@ -135,8 +135,43 @@ def _kept(token: str, refresh_file: RefreshFile | None, stderr: TextIO) -> bool:
 
 
 def _print_result(stdout: TextIO, result: Result, output_format: str, clock: Clock) -> None:
-    stdout.write(render(result, output_format, now=clock.now()))
-    stdout.flush()
+    """Print the result. When it carries the new refresh token (no refresh file) and standard
+    output is closed, the token is rescued to a new file of mode 0600 and ``UnprintedTokenError``
+    says where (or that it is lost): a closed pipe must not lose a token already rotated."""
+    try:
+        stdout.write(render(result, output_format, now=clock.now()))
+        stdout.flush()
+    except OSError as exc:
+        if result.refresh_token_file is not None:
+            raise
+        raise UnprintedTokenError(exc, rescue(result.tokens.refresh_token, None)) from exc
+
+
+class UnprintedTokenError(Exception):
+    """Standard output failed while it was the new refresh token's one place; ``path``: the
+    new file of mode 0600 that holds it instead (``None``: none took it)."""
+
+    def __init__(self, error: OSError, path: str | None) -> None:
+        super().__init__(type(error).__name__)
+        self.error = error
+        self.path = path
+
+    def line(self) -> str:
+        """One line on standard error; never the token."""
+        why = (
+            CLOSED_OUTPUT
+            if isinstance(self.error, BrokenPipeError)
+            else f"standard output could not be written ({reason(self.error)})"
+        )
+        if self.path is None:
+            return (
+                f"{PROG}: {why}, and no file took the new refresh token either ({state_folder()}, "
+                f"the temporary folder): it is lost, and the one given is spent: log in again"
+            )
+        return (
+            f"{PROG}: {why}; the new refresh token was saved to {self.path} (mode 0600): renew "
+            f"with {PROG} {REFRESH_FILE_OPTION} {self.path}"
+        )
 
 
 def _exchange_failed(error: BaseException, *, in_file: bool) -> str:
@@ -193,19 +228,29 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError as exc:
         return _closed_output(exc)
+    except UnprintedTokenError as rescued:
+        _quiet_stdout()
+        with contextlib.suppress(OSError, ValueError):
+            say(sys.stderr, rescued.line())
+        return EXIT_FAILURE
 
 
 def _closed_output(error: BrokenPipeError) -> int:
     """Standard output closed by its reader (``| head``, a reader killed by the same Ctrl-C):
     Python's recipe (the ``signal`` module's note on SIGPIPE), standard output pointed at
     devnull so that the flush at exit fails no more, and one line."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    _quiet_stdout()
     interrupted = isinstance(error.__context__, KeyboardInterrupt)
     with contextlib.suppress(OSError, ValueError):
         say(sys.stderr, f"{PROG}: {'interrupted; ' if interrupted else ''}{CLOSED_OUTPUT}")
     return EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at devnull, so that the flush at exit fails no more."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _main(argv: list[str] | None) -> int:

@@ -89,7 +89,8 @@ output (standard output only; everything else goes to standard error):
   If the exchange fails (or is interrupted) after new tokens were issued, only the new
   refresh token (or its file) and the scope are printed, so that it is not lost, and the exit
   code is 1 (130). A closed standard output (a reader gone) is one line on standard error,
-  exit 1.
+  exit 1; without --refresh-file, the new refresh token is then saved to a new file of mode
+  0600 (as when a refresh file cannot take it), and the line names it.
 
 waits and retries:
 {textwrap.fill(RETRY_STORY, width=90, initial_indent="  ", subsequent_indent="  ")}

@@ -1,7 +1,8 @@
 """Where a new refresh token goes when the refresh file cannot take it once the provider has
-answered: a new file of mode 0600, never standard output or standard error (with
-``--refresh-file`` the file is the token's one place, SPEC section 3). Tried in turn: beside the
-refresh file, the user's state folder, the temporary folder; each file new, its name random."""
+answered, or standard output (without it) is closed before the token is printed: a new file of
+mode 0600, never standard error (with ``--refresh-file`` the file is the token's one place,
+SPEC section 3). Tried in turn: beside the refresh file, the user's state folder, the temporary
+folder; each file new, its name random."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ def state_folder() -> str:
     return os.path.join(base, "cmstoken")
 
 
-def rescue(token: str, refresh_file: str) -> str | None:
-    """Write ``token`` to a new file of mode 0600 in the first place that takes it; its path,
-    or ``None`` when none did."""
-    folders = (os.path.dirname(refresh_file) or ".", state_folder(), tempfile.gettempdir())
+def rescue(token: str, refresh_file: str | None) -> str | None:
+    """Write ``token`` to a new file of mode 0600 in the first place that takes it (beside
+    ``refresh_file`` first, when there is one); its path, or ``None`` when none did."""
+    beside = () if refresh_file is None else (os.path.dirname(refresh_file) or ".",)
+    folders = (*beside, state_folder(), tempfile.gettempdir())
     return _first_written(token, _unique(folders), PREFIX)
 
 
