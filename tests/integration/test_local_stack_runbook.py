@@ -29,6 +29,10 @@ NOTE = "*On the local stack:*"
 MIN_REFRESH = "5"
 
 
+# The note's way for the AWS CLI v1 (v2 takes the address from AWS_ENDPOINT_URL already).
+AWS_SQS = 'aws --endpoint-url "$AWS_ENDPOINT_URL" sqs'
+
+
 def operate_recipes() -> dict[str, str]:
     """docs/operate.md's recipes: the note for the local stack that follows each (in the text
     after its block, up to the next recipe or heading), or ``""``."""
@@ -124,7 +128,7 @@ def test_every_runbook_command_runs_on_the_local_stack_or_has_a_note(
     (refused,) = failures["rotate-link-key"]
     assert "has one-click re-authorization off" in refused, refused
     for name in cli & could_not:  # the note's way runs
-        script = recipe(name).replace("aws sqs", 'aws --endpoint-url "$AWS_ENDPOINT_URL" sqs')
+        script = recipe(name).replace("aws sqs", AWS_SQS)
         assert run_lines(script, folder, env) == [], name
 
 
@@ -156,3 +160,21 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     assert "New service token published." in ran.stderr
     err = (folder / "demo.err").read_text()
     assert re.search(r"rotator refresh request: (rotated|skipped)", err), err[-2000:]
+    # docs/operate.md's note: the undelivered requests' queue stays empty on the local stack.
+    depth = recipe("refresh-request-queues").splitlines()[0]
+    assert "UndeliveredRefreshRequestQueueUrl" in depth
+    ran = subprocess.run(
+        [
+            "bash",
+            "-c",
+            ". .venv/local-stack.env\n" + depth.replace("aws sqs", AWS_SQS) + " --output text",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert (ran.returncode, ran.stdout.split()) == (0, ["ATTRIBUTES", "0"]), ran.stderr
