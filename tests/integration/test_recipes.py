@@ -1217,10 +1217,11 @@ def test_the_terraform_recipe_reads_the_token_ephemerally_and_names_its_provider
 
 
 @TERRAFORM
-def test_the_terraform_recipe_is_formatted() -> None:
+@pytest.mark.parametrize("name", ["terraform", "terraform-local-stack"])
+def test_the_terraform_recipe_is_formatted(name: str) -> None:
     formatted = subprocess.run(
         ["terraform", "fmt", "-check", "-diff", "-"],
-        input=recipe("terraform"),
+        input=recipe(name),
         capture_output=True,
         text=True,
         timeout=60,
@@ -1235,7 +1236,8 @@ def test_the_terraform_recipe_validates(tmp_path: Path) -> None:
     reachable from where these tests run, so this runs only with a local provider mirror
     (``terraform providers mirror DIR`` on a connected machine, then
     ``CMSTOKEN_TERRAFORM_PLUGIN_DIR=DIR``). Without one, tests/unit/test_terraform_recipe.py
-    holds the recipe against the providers' schemas vendored under tests/data/terraform."""
+    holds the recipe against the providers' schemas vendored under tests/data/terraform. The
+    local stack's override file is validated beside it, as the text says to use it."""
     plugins = os.environ.get("CMSTOKEN_TERRAFORM_PLUGIN_DIR")
     if not plugins:
         pytest.skip(
@@ -1244,6 +1246,7 @@ def test_the_terraform_recipe_validates(tmp_path: Path) -> None:
             "CMSTOKEN_TERRAFORM_PLUGIN_DIR to a provider mirror to run it"
         )
     (tmp_path / "main.tf").write_text(recipe("terraform"))
+    (tmp_path / "local_stack_override.tf").write_text(recipe("terraform-local-stack"))
     env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
     for command in (
         ["terraform", "init", "-backend=false", "-input=false", f"-plugin-dir={plugins}"],
@@ -1253,6 +1256,41 @@ def test_the_terraform_recipe_validates(tmp_path: Path) -> None:
             command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@TERRAFORM
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [("", None), ('variable "port" {}\n', "Missing base variable declaration to override")],
+    ids=["as-documented", "with-a-new-variable"],
+)
+def test_terraform_takes_the_local_stack_file_as_an_override(
+    tmp_path: Path, extra: str, refused: str | None
+) -> None:
+    """Terraform reads the configuration before it looks for providers: with none to be found
+    (an empty plugin directory, no network), ``terraform init`` gets as far as the providers
+    only if the override file is one it accepts. The recipe has no ``provider "aws"`` block, and
+    an override file may add a default provider configuration, but no new variable."""
+    (tmp_path / "main.tf").write_text(recipe("terraform"))
+    (tmp_path / "local_stack_override.tf").write_text(recipe("terraform-local-stack") + extra)
+    (tmp_path / "plugins").mkdir()
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    result = subprocess.run(
+        ["terraform", "init", "-backend=false", "-input=false", "-no-color", "-plugin-dir=plugins"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    if refused is None:
+        assert "Finding hashicorp/aws versions" in output, output
+        assert "override" not in output.lower(), output
+    else:
+        assert refused in output, output
 
 
 def test_the_terraform_text_explains_a_refresh_between_two_applies() -> None:

@@ -6,7 +6,9 @@ recipe's HCL is parsed (python-hcl2) and held against the schema subsets vendore
 tests/data/terraform (its README names their sources): every argument the recipe sets exists
 in each checked version and is not read-only, with a literal of the argument's type; every
 required argument is set; every attribute the recipe reads exists. Each version constraint
-must be exactly "the oldest checked version, below the next major one".
+must be exactly "the oldest checked version, below the next major one". The local stack's
+override file (``terraform-local-stack``, a ``provider "aws"`` block) is checked the same way,
+beside the recipe.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import hcl2
 import pytest
 from hcl2.utils import SerializationOptions
 
-from support import recipe
+from support import recipe, section
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "tests" / "data" / "terraform"
@@ -330,6 +332,51 @@ def test_the_terraform_recipe_asks_for_terraform_1_10_up_to_2_0() -> None:
     assert pin_problems(terraform["required_version"], TERRAFORM) == []
 
 
+def with_local_stack() -> str:
+    """The recipe's configuration with the local stack's override file beside it: the recipe
+    has no ``provider "aws"`` block, so Terraform's merge is this union."""
+    return recipe("terraform") + "\n" + recipe("terraform-local-stack")
+
+
+@pytest.mark.parametrize("release", CHECKED["aws"])
+def test_the_local_stack_override_fits_the_schema_of_every_checked_aws_version(
+    release: str,
+) -> None:
+    assert recipe_problems(with_local_stack(), schemas(restapi="3.0.0", aws=release)) == []
+
+
+def test_the_local_stack_override_is_the_provider_block_the_text_describes() -> None:
+    """Only a ``provider "aws"`` block (an override file can add no variable or other block,
+    and can add a default provider configuration the recipe lacks), pointed at the local
+    stack's Secrets Manager on 127.0.0.1 with its Region and credentials."""
+    override = parse(recipe("terraform-local-stack"))
+    assert set(override) == {"provider"}
+    ((local, body),) = (item for entry in override["provider"] for item in entry.items())
+    assert local == "aws"
+    assert "aws" not in {
+        name for entry in parse(recipe("terraform")).get("provider", []) for name in entry
+    }
+    assert {name: value for name, value in body.items() if name != "endpoints"} == {
+        "region": "us-east-1",
+        "access_key": "local",
+        "secret_key": "local",
+        "skip_credentials_validation": True,
+        "skip_requesting_account_id": True,
+        "__is_block__": True,
+    }
+    (endpoints,) = body["endpoints"]
+    assert endpoints["secretsmanager"] == "http://127.0.0.1:PORT"
+    stack = (ROOT / "scripts" / "local_stack.py").read_text()
+    assert 'ThreadedMotoServer(ip_address="127.0.0.1"' in stack
+    text = " ".join(section("Terraform").split())
+    for said in (
+        "as `local_stack_override.tf`",
+        "`PORT` the port of the `AWS_ENDPOINT_URL` that `.venv/local-stack.env`",
+        'set `cms_token_secret_arn = "cmstoken-local/service-token"`',
+    ):
+        assert said in text
+
+
 def test_the_terraform_recipe_needs_restapi_3() -> None:
     problems = recipe_problems(recipe("terraform"), schemas(restapi=BELOW["restapi"], aws="6.0.0"))
     assert problems == ["provider \"restapi\": no argument 'bearer_token'"]
@@ -341,6 +388,7 @@ def test_the_terraform_recipe_needs_restapi_3() -> None:
 SECRET = 'ephemeral "aws_secretsmanager_secret_version" "cms"'
 OBJECT = 'resource "restapi_object" "cluster"'
 REST = 'provider "restapi"'
+AWS = 'provider "aws"'
 
 
 @pytest.mark.parametrize(
@@ -377,10 +425,27 @@ REST = 'provider "restapi"'
             'source  = "mastercard/rest"',
             ["no schema for registry.terraform.io/mastercard/rest"] * 2,
         ),
+        # the local stack's provider block
+        (
+            "  skip_requesting_account_id  =",
+            "  skip_requesting_account =",
+            [f"{AWS}: no argument 'skip_requesting_account'"],
+        ),
+        (
+            "  skip_credentials_validation = true",
+            '  skip_credentials_validation = "yes"',
+            [f"{AWS}: 'skip_credentials_validation' = 'yes' is not a bool"],
+        ),
+        ("  endpoints {", "  endpoint {", [f"{AWS}: no block type 'endpoint'"]),
+        (
+            "    secretsmanager =",
+            "    secrets_manager =",
+            [f"{AWS}.endpoints: no argument 'secrets_manager'"],
+        ),
     ],
 )
 def test_the_schema_check_catches(old: str, new: str, expected: list[str]) -> None:
-    text = recipe("terraform")
+    text = with_local_stack()
     assert text.count(old) == 1
     changed = text.replace(old, new)
     assert recipe_problems(changed, schemas(restapi="3.0.0", aws="6.0.0")) == expected
