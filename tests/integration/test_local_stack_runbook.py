@@ -161,7 +161,7 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     err = (folder / "demo.err").read_text()
     assert re.search(r"rotator refresh request: (rotated|skipped)", err), err[-2000:]
     # docs/operate.md's note: the undelivered requests' queue stays empty on the local stack.
-    depth = recipe("refresh-request-queues").splitlines()[0]
+    depth = recipe("refresh-request-queues").splitlines()[0].replace("NAME", "cmstoken-local")
     assert "UndeliveredRefreshRequestQueueUrl" in depth
     ran = subprocess.run(
         [

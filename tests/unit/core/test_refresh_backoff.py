@@ -39,10 +39,10 @@ def test_the_documented_waits_are_the_codes() -> None:
     assert refresh_backoff.delay(50) == refresh_backoff.BACKOFF[-1]
 
 
-def test_a_streak_makes_fourteen_attempts_in_its_first_day() -> None:
+def test_a_streak_makes_thirteen_attempts_in_its_first_day() -> None:
     """Three at once, one after each wait that fits in 24 hours, the last chance before the
-    token expires, and Lambda's two retries of a run that lost its answer, spared a wait."""
-    assert refresh_backoff.ATTEMPTS_A_DAY == 14
+    token expires, and Lambda's retry of a run that lost its answer, spared a wait."""
+    assert refresh_backoff.ATTEMPTS_A_DAY == 13
 
 
 @given(
@@ -105,9 +105,9 @@ def test_a_token_published_after_the_last_failure_ends_the_streak() -> None:
     assert failed(record, now=NOW + 2).count == 8
 
 
-def test_a_lost_answer_owes_lambdas_two_retries_at_once_even_where_a_wait_was_due() -> None:
-    """Three 503s (the streak waits), then a lost answer: the next two attempts go at once
-    whatever they fail with (Lambda's retries of that run), then the back-off resumes."""
+def test_a_lost_answer_spares_the_wait_of_lambdas_first_retry_once_a_streak() -> None:
+    """Three 503s (the streak waits), then a lost answer: the next attempt (Lambda's first
+    retry) goes at once; the one after it, and a later lost answer's retry, wait."""
     record = None
     for at in (0, 60, 180):
         record = failed(record, now=NOW + at)
@@ -115,24 +115,19 @@ def test_a_lost_answer_owes_lambdas_two_retries_at_once_even_where_a_wait_was_du
     assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[0]
     lost = failed(record, now=NOW + 3600, answer_lost=True)
     assert (lost.retry_at, lost.owed, lost.spared) == (NOW + 3600, 2, 1)
-    not_acted_on = failed(lost, now=NOW + 3660)
-    assert (not_acted_on.retry_at, not_acted_on.owed, not_acted_on.spared) == (NOW + 3660, 1, 2)
-    last = failed(not_acted_on, now=NOW + 3780, answer_lost=True)  # one of the retries: owes none
-    assert last.owed == 0
-    assert last.retry_at == NOW + 3780 + refresh_backoff.BACKOFF[-1]
+    retried = failed(lost, now=NOW + 3660)  # not acted on: still owed, but the spare is spent
+    assert (retried.owed, retried.spared) == (1, 1)
+    assert retried.retry_at == NOW + 3660 + refresh_backoff.BACKOFF[2]
+    later = failed(retried, now=NOW + 30_000, answer_lost=True)
+    assert later.retry_at - later.last_at == refresh_backoff.BACKOFF[-1]
 
 
-def test_the_first_attempts_lost_answers_spare_no_wait_and_the_spares_run_out() -> None:
-    """A streak's first three go at once anyway: their lost answers spare nothing. Later, two
-    waits at most are spared in a streak; a lost answer after that waits."""
+def test_the_first_attempts_lost_answers_spare_no_wait() -> None:
+    """A streak's first three go at once anyway: their lost answers (one run and Lambda's
+    two retries) spare nothing, and owe nothing after them."""
     record = None
     for at in (0, 60, 180):
         record = failed(record, now=NOW + at, answer_lost=True)
     assert record is not None
     assert (record.owed, record.spared) == (0, 0)
     assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[0]
-    for at in (3600, 3660, 3780):
-        record = failed(record, now=NOW + at, answer_lost=True)
-    assert record.spared == refresh_backoff.SPARED_A_STREAK
-    record = failed(record, now=NOW + 30_000, answer_lost=True)
-    assert record.retry_at - record.last_at == refresh_backoff.BACKOFF[-1]

@@ -114,7 +114,7 @@ def test_a_refusal_says_who_and_when_a_version_ages_out() -> None:
     assert refusal is not None
     assert refusal.startswith(
         "version budget: a forced refresh may write 3 versions of the refresh credential, "
-        "and 60 are in use, of the 12 that callers outside the stack may fill"
+        "and 60 are in use, of the 16 that callers outside the stack may fill"
     )
     assert refusal.endswith(f"one ages out at {to_iso(NOW - 600 * 59 + DAY)}")
     assert made.refusal(Writer.INSIDE, 3, "a refresh") is None

@@ -66,7 +66,7 @@ class Bootstrap:
             if self.pending_until is None or self.pending_until <= self.now:
                 if self.budget_spent:  # results.failed of a VersionQuotaError
                     retry_at = None if self.frees_at is None else to_iso(self.frees_at)
-                    message = "not started: outside callers may fill 12 versions"
+                    message = "not started: outside callers may fill 16 versions"
                     reason = {"reason": "version_budget", "retry_at": retry_at}
                     return {"status": "failed", "message": message, **reason}
                 self.pending_until, self.pending_link = self.now + 900, payload["link"]

@@ -20,15 +20,15 @@ failed (``Failures``), and the next attempt waits:
 - except right after a lost answer (the provider may have rotated the token, and only
   presenting it again within the tenant's reuse interval recovers it; SPEC 2b/2c): the next
   ``OWED_AFTER_LOST`` attempts, Lambda's two retries of the run that lost it, go at once
-  whatever they fail with, where a wait was due ``SPARED_A_STREAK`` times a streak at most;
+  whatever they fail with, except where a wait was due: only ``SPARED_A_STREAK`` attempt of a
+  streak goes at once where a wait was due (a lost answer, then Lambda's first retry);
 - but never past ``LAST_CHANCE`` before the published service token expires, when that moment
   is still ahead: the back-off is not what lets a token expire after the provider recovered.
   This adds at most one attempt to a streak (a streak keeps one published token).
 
-So a streak makes its lost answers' retries at once when they matter (a streak already waiting,
-then a lost answer) and a bounded number of times, and only a streak that loses an answer again
-after spending its spared attempts waits with an answer at stake (docs/how-rotation-works.md,
-"What is still lost").
+So a lost answer's retry goes at once when it matters (a streak already waiting, then a lost
+answer), a bounded number of times; a streak that waits with an answer at stake has had a
+second fault (docs/how-rotation-works.md, "What is still lost").
 
 A streak ends when a service token is published after its last failure (a refresh that went
 through, or a new authorization). At most ``ATTEMPTS_A_DAY`` attempts fall in any 24 hours.
@@ -45,7 +45,7 @@ AT_ONCE = 3
 BACKOFF = (10 * 60.0, 50 * 60.0, 110 * 60.0, 230 * 60.0)
 LAST_CHANCE = 90 * 60.0
 OWED_AFTER_LOST = 2
-SPARED_A_STREAK = 2
+SPARED_A_STREAK = 1
 
 
 @dataclass(frozen=True)
