@@ -11,10 +11,11 @@ import json
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 REFRESH_REQUESTED = "Service Token Refresh Requested"
@@ -86,7 +87,27 @@ def create_refresh_requests(stack: str, account: str) -> dict[str, str]:
     }
 
 
-class RefreshRequestPump:
+class Background(ABC):
+    """A daemon thread that runs ``_run`` from ``start`` on; ``stop`` sets ``stopping``, which
+    ``_run`` waits on, and waits for the thread to end."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Self:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+    @abstractmethod
+    def _run(self) -> None: ...
+
+
+class RefreshRequestPump(Background):
     """The rotator's SQS event source mapping: polls the requests' queue and invokes the
     rotator with each batch (``{"Records": [...]}``, as Lambda shapes an SQS event); a batch
     whose run fails stays in the queue, visible again after the queue's visibility timeout, and
@@ -95,6 +116,7 @@ class RefreshRequestPump:
     def __init__(self, invoker: Any, function: str, queue_url: str, region: str) -> None:
         import boto3
 
+        super().__init__("refresh-requests")
         self.invoker = invoker
         self.function = function
         self.queue_url = queue_url
@@ -105,16 +127,6 @@ class RefreshRequestPump:
                 "Attributes"
             ]["QueueArn"]
         )
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="refresh-requests", daemon=True)
-
-    def start(self) -> RefreshRequestPump:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join()
 
     def _run(self) -> None:
         while not self.stopping.wait(1.0):

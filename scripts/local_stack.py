@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from local_aws import LocalAlarms, create_refresh_requests
+from local_aws import Background, LocalAlarms, create_refresh_requests
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = "cmstoken-local"
@@ -518,7 +518,7 @@ def _name(function: str) -> str:
 RETRY_DELAYS = (60.0, 120.0)
 
 
-class LocalSchedule:
+class LocalSchedule(Background):
     """The rotator's schedule, run locally: ``{}`` every ``interval`` seconds from ``start``
     (the schedule's creation), as EventBridge Scheduler's rate expression does, each an
     asynchronous invocation: retried twice when it fails, then its record sent to
@@ -531,20 +531,11 @@ class LocalSchedule:
         start: float,
         dead_letter: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
+        super().__init__()
         self.invoker = invoker
         self.interval = interval
         self.start_at = start
         self.dead_letter = dead_letter
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> LocalSchedule:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join()
 
     def _run(self) -> None:
         while True:

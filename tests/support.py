@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -543,6 +543,38 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def kept_demo(folder: Path, **env: str) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
+    """`make demo KEEP=1` from ``folder``, laid out as a checkout's (its .venv/bin this
+    interpreter's, its demo.err the demo's standard error), ``env`` added to this environment:
+    the process, what it printed up to its serving line, and the file it writes for the user's
+    shell (.venv/local-stack.env). Killed on the way out."""
+    (folder / ".venv").mkdir()
+    (folder / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
+    env_file = folder / ".venv" / "local-stack.env"
+    with (folder / "demo.err").open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(_REPOSITORY / "scripts" / "demo.py")],
+            env={**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file), **env},
+            preexec_fn=interruptible,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            printed = ""
+            for line in process.stdout:
+                printed += line
+                if "The rotator runs every" in line:
+                    break
+            yield process, printed, env_file
+        finally:
+            process.kill()
+            process.wait()
+
+
 # --- the documentation: README.md and docs/*.md ---------------------------------------------
 
 _REPOSITORY = Path(__file__).resolve().parents[1]
@@ -821,3 +853,106 @@ def run_approving(
         with contextlib.suppress(OSError):
             process.stdin.close()
     return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(err))
+
+
+# --- get-token run in a subprocess -------------------------------------------------------------
+
+
+@dataclass
+class Finished:
+    """A finished get-token run: its exit code and both streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        document = json.loads(self.stdout)
+        assert isinstance(document, dict)
+        return document
+
+
+class OnATerminal:
+    """``command`` with a pseudo-terminal as its controlling terminal, standard input and
+    standard error (as in a person's shell); standard output stays a pipe. ``shown`` is what
+    the terminal displayed; ``timeout`` bounds each wait."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], timeout: float) -> None:
+        import fcntl
+        import pty
+        import termios
+
+        self.timeout = timeout
+        self.leader, follower = pty.openpty()
+
+        def controlling_terminal() -> None:
+            interruptible()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after start_new_session's setsid
+
+        self.process = subprocess.Popen(
+            command,
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            start_new_session=True,
+            preexec_fn=controlling_terminal,
+            env=env,
+        )
+        os.close(follower)
+        self.parts: list[str] = []
+        self.arrived = threading.Condition()
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                data = os.read(self.leader, 4096)
+            except OSError:
+                data = b""
+            with self.arrived:
+                self.parts.append(data.decode(errors="replace") if data else "\0")
+                self.arrived.notify_all()
+            if not data:
+                return
+
+    @property
+    def shown(self) -> str:
+        with self.arrived:
+            return "".join(self.parts).replace("\0", "")
+
+    def wait_for(self, text: str) -> None:
+        with self.arrived:
+            self.arrived.wait_for(
+                lambda: text in "".join(self.parts) or "\0" in self.parts, timeout=self.timeout
+            )
+        assert text in self.shown, self.shown
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.leader, keys)
+
+    def finish(self) -> tuple[int, str, list[str]]:
+        """Exit code, standard output, and the lines the terminal showed."""
+        try:
+            stdout, _ = self.process.communicate(timeout=self.timeout)
+        finally:
+            self.process.kill()
+            self.process.wait()
+            self.reader.join(timeout=5)
+            os.close(self.leader)
+        return self.process.returncode, stdout.decode(), self.shown.splitlines()
+
+
+def get_token_env(**overrides: str) -> dict[str, str]:
+    """This environment without get-token's own settings (``SERVICE_BASE_URL``,
+    ``CMS_REFRESH_TOKEN``), ``overrides`` added."""
+    kept = ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN")
+    return {k: v for k, v in os.environ.items() if k not in kept} | overrides
+
+
+def token_file(directory: Path, token: str, name: str = "refresh-token.txt") -> Path:
+    """A refresh file of mode 0600 in ``directory`` that holds ``token``."""
+    path = directory / name
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from function_url import FunctionUrl
-from support import interruptible, recipe
+from support import interruptible, kept_demo, recipe
 
 pytestmark = pytest.mark.integration
 
@@ -243,27 +243,7 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
     """`make demo KEEP=1`, then the README's commands in another shell: cmstoken-admin with no
     AWS account. The README's relative paths hold in a directory of the test's own (its
     .venv/bin is this interpreter's), so that tests running at once do not share the file."""
-    venv = tmp_path / ".venv"
-    venv.mkdir()
-    (venv / "bin").symlink_to(Path(sys.executable).parent)
-    env_file = venv / "local-stack.env"
-    stderr = (tmp_path / "demo.err").open("w")
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "demo.py")],
-        env={**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file)},
-        preexec_fn=interruptible,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        printed = ""
-        for line in process.stdout:
-            printed += line
-            if "The rotator runs every" in line:
-                break
+    with kept_demo(tmp_path) as (process, printed, env_file):
         assert env_file.exists(), printed
         assert f"  . {env_file}\n" in printed
         ports = [int(port) for port in re.findall(r"http://127\.0\.0\.1:(\d+)", printed)]
@@ -318,7 +298,3 @@ def test_demo_keep_leaves_a_stack_that_the_readmes_commands_operate(tmp_path: Pa
         err = (tmp_path / "demo.err").read_text()
         assert "rotator forced: skipped" in err
         assert "demo: local stack stopped" in err
-    finally:
-        process.kill()
-        process.wait()
-        stderr.close()

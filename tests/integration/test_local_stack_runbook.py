@@ -12,14 +12,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support import interruptible, recipe
+from support import kept_demo, recipe
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,35 +54,13 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
     checkout's (its .venv/bin is this interpreter's, its .venv/local-stack.env the demo's) and a
     user's shell environment (no AWS settings, the system's PATH)."""
     folder = tmp_path_factory.mktemp("checkout")
-    (folder / ".venv").mkdir()
-    (folder / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
-    env_file = folder / ".venv" / "local-stack.env"
-    stderr = (folder / "demo.err").open("w")
-    demo_env = {**os.environ, "KEEP": "1", "LOCAL_STACK_ENV": str(env_file)}
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "demo.py")],
-        env={**demo_env, "MIN_REFRESH_INTERVAL_SECONDS": MIN_REFRESH},
-        preexec_fn=interruptible,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if "The rotator runs every" in line:
-                break
+    with kept_demo(folder, MIN_REFRESH_INTERVAL_SECONDS=MIN_REFRESH) as (process, _, env_file):
         assert env_file.exists(), (folder / "demo.err").read_text()
         shell = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         shell["PATH"] = f"{Path(shutil.which('aws') or '/usr/bin/aws').parent}:/usr/bin:/bin"
         yield folder, shell
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=120) == 0
-    finally:
-        process.kill()
-        process.wait()
-        stderr.close()
 
 
 def run_lines(script: str, folder: Path, env: dict[str, str]) -> list[str]:

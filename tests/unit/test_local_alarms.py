@@ -17,15 +17,7 @@ NAMESPACE = "CmsToken/cmstoken-local"
 
 
 @pytest.fixture
-def alarms(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAlarms]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+def alarms(aws_credentials: None) -> Iterator[LocalAlarms]:
     with mock_aws():
         local = LocalAlarms("cmstoken-local", NAMESPACE, 5)
         local.create("arn:aws:sns:us-east-1:123456789012:alarms")

@@ -24,7 +24,13 @@ from typing import Any
 import pytest
 
 from cmsemu import Emulator
-from support import UNRESOLVABLE_HOST, env_refusing_invalid_names, interruptible
+from support import (
+    UNRESOLVABLE_HOST,
+    Finished,
+    OnATerminal,
+    env_refusing_invalid_names,
+    interruptible,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +41,14 @@ TIMEOUT = 90.0  # a bound for a hung process on a busy machine, not a speed chec
 
 
 @dataclass
-class Outcome:
+class Outcome(Finished):
     """A finished run: exit code, both streams, and the user code shown (if any)."""
 
-    returncode: int
-    stdout: str
-    stderr: str
     user_code: str | None = None
     secrets: list[str] = field(default_factory=list)
 
     def json(self) -> dict[str, Any]:
-        document = json.loads(self.stdout)
-        assert isinstance(document, dict)
+        document = super().json()
         self.secrets += [str(document.get("access_token")), str(document.get("refresh_token"))]
         return document
 
@@ -738,74 +740,9 @@ def test_help_documents_the_refresh_file_and_the_exit_codes() -> None:
 # --- end of input and Ctrl-C at a prompt on a real terminal ------------------------------------
 
 
-class OnATerminal:
-    """get-token with a pseudo-terminal as its controlling terminal, standard input and
-    standard error (as in a person's shell); standard output stays a pipe. ``shown`` is what
-    the terminal displayed."""
-
-    def __init__(self, args: Sequence[str]) -> None:
-        import fcntl
-        import pty
-        import termios
-
-        self.leader, follower = pty.openpty()
-
-        def controlling_terminal() -> None:
-            interruptible()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after start_new_session's setsid
-
-        self.process = subprocess.Popen(
-            [*COMMAND, *args],
-            stdin=follower,
-            stdout=subprocess.PIPE,
-            stderr=follower,
-            start_new_session=True,
-            preexec_fn=controlling_terminal,
-            env=environment(),
-        )
-        os.close(follower)
-        self.parts: list[str] = []
-        self.arrived = threading.Condition()
-        self.reader = threading.Thread(target=self._pump, daemon=True)
-        self.reader.start()
-
-    def _pump(self) -> None:
-        while True:
-            try:
-                data = os.read(self.leader, 4096)
-            except OSError:
-                data = b""
-            with self.arrived:
-                self.parts.append(data.decode(errors="replace") if data else "\0")
-                self.arrived.notify_all()
-            if not data:
-                return
-
-    @property
-    def shown(self) -> str:
-        with self.arrived:
-            return "".join(self.parts).replace("\0", "")
-
-    def wait_for(self, text: str) -> None:
-        with self.arrived:
-            self.arrived.wait_for(
-                lambda: text in "".join(self.parts) or "\0" in self.parts, timeout=TIMEOUT
-            )
-        assert text in self.shown, self.shown
-
-    def type(self, keys: bytes) -> None:
-        os.write(self.leader, keys)
-
-    def finish(self) -> tuple[int, str, list[str]]:
-        """Exit code, standard output, and the lines the terminal showed after the prompt."""
-        try:
-            stdout, _ = self.process.communicate(timeout=TIMEOUT)
-        finally:
-            self.process.kill()
-            self.process.wait()
-            self.reader.join(timeout=5)
-            os.close(self.leader)
-        return self.process.returncode, stdout.decode(), self.shown.splitlines()
+def on_a_terminal(args: Sequence[str]) -> OnATerminal:
+    """get-token on a terminal of its own."""
+    return OnATerminal([*COMMAND, *args], environment(), TIMEOUT)
 
 
 def last_lines(shown: list[str], prompt: str) -> list[str]:
@@ -815,7 +752,7 @@ def last_lines(shown: list[str], prompt: str) -> list[str]:
 
 
 def test_ctrl_d_at_the_refresh_token_prompt_is_one_line_and_exit_2(emu: Emulator) -> None:
-    terminal = OnATerminal(["--base-url", emu.base_url, "-r", "-"])
+    terminal = on_a_terminal(["--base-url", emu.base_url, "-r", "-"])
     terminal.wait_for("refresh token: ")
     terminal.type(b"\x04")  # Ctrl-D: end of input
     code, stdout, shown = terminal.finish()
@@ -829,7 +766,7 @@ def test_ctrl_d_at_the_refresh_token_prompt_is_one_line_and_exit_2(emu: Emulator
 
 
 def test_ctrl_c_at_the_refresh_token_prompt_is_one_line_and_exit_130(emu: Emulator) -> None:
-    terminal = OnATerminal(["--base-url", emu.base_url, "-r", "-"])
+    terminal = on_a_terminal(["--base-url", emu.base_url, "-r", "-"])
     terminal.wait_for("refresh token: ")
     time.sleep(0.2)  # into getpass's read (echo off) by now; anywhere at the prompt will do
     terminal.process.send_signal(signal.SIGINT)
@@ -843,7 +780,7 @@ def test_ctrl_c_at_the_refresh_token_prompt_is_one_line_and_exit_130(emu: Emulat
 def test_ctrl_d_at_the_yes_no_question_aborts_in_one_line(emu: Emulator) -> None:
     """SPEC: end of input aborts at the (y/N) question, an authorization failure (exit 1),
     before any poll."""
-    terminal = OnATerminal(["--base-url", emu.base_url])
+    terminal = on_a_terminal(["--base-url", emu.base_url])
     terminal.wait_for("(y/N): ")
     terminal.type(b"\x04")
     code, stdout, shown = terminal.finish()
@@ -856,7 +793,7 @@ def test_ctrl_d_at_the_yes_no_question_aborts_in_one_line(emu: Emulator) -> None
 
 
 def test_ctrl_c_at_the_yes_no_question_is_one_line_and_exit_130(emu: Emulator) -> None:
-    terminal = OnATerminal(["--base-url", emu.base_url])
+    terminal = on_a_terminal(["--base-url", emu.base_url])
     terminal.wait_for("(y/N): ")
     terminal.type(b"\x03")  # Ctrl-C through the terminal: SIGINT to its foreground process
     code, stdout, shown = terminal.finish()

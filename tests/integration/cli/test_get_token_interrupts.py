@@ -20,14 +20,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cmsemu import Emulator
-from support import interruptible
+from support import Finished, OnATerminal, get_token_env, interruptible, token_file
 
 pytestmark = pytest.mark.integration
 
@@ -42,17 +40,7 @@ SAVING = "get-token: interrupted: the refresh token sent is spent; waiting for t
 AT_STAKE = "get-token: interrupted again: exiting before the answer is saved loses the login"
 
 
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> dict[str, Any]:
-        document = json.loads(self.stdout)
-        assert isinstance(document, dict)
-        return document
-
+class Outcome(Finished):
     def assert_no_refresh_token(self, *tokens: str) -> None:
         """Neither stream holds a refresh token (those given, or any of their shape);
         standard error holds no JWT either (the service token is standard output's)."""
@@ -72,22 +60,10 @@ class Outcome:
                     assert line.startswith(message)
 
 
-def environment(**extra: str) -> dict[str, str]:
-    kept = ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN", *extra)
-    return {k: v for k, v in os.environ.items() if k not in kept} | extra
-
-
 @pytest.fixture
 def emu(emulator: Emulator) -> Emulator:
     emulator.config.refresh_reuse_interval = 0  # a spent token presented again revokes
     return emulator
-
-
-def token_file(directory: Path, token: str) -> Path:
-    path = directory / "refresh-token.txt"
-    path.write_text(token + "\n")
-    path.chmod(0o600)
-    return path
 
 
 class Running:
@@ -113,7 +89,7 @@ class Running:
                 stdout=write if closed_stdout else subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=environment(**(env or {})),
+                env=get_token_env(**(env or {})),
                 preexec_fn=interruptible,
             )
         finally:
@@ -166,17 +142,23 @@ class Running:
         return Outcome(self.process.returncode, "".join(self.out), "".join(self.err))
 
 
+def held(emu: Emulator, endpoint: str, before: int = 0) -> None:
+    """Wait until the emulator has counted a request at ``endpoint`` beyond ``before``, and a
+    moment more, for it to be handled while its answer is delayed."""
+    deadline = time.monotonic() + TIMEOUT
+    while emu.counts[endpoint] == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)
+
+
 def refreshing(emu: Emulator, args: Sequence[str], *, stdin: str = "") -> Running:
     """get-token with its refresh sent and rotated by the emulator, its answer not yet sent."""
     emu.inject("refresh", "delay", seconds=SLOW, acted=True)
     before = emu.counts["refresh"]
     running = Running(["--base-url", emu.base_url, *args], stdin=stdin)
     running.wait_for("Refreshing...")
-    deadline = time.monotonic() + TIMEOUT
-    while emu.counts["refresh"] == before:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(0.3)  # the token is rotated; the answer is held for SLOW seconds
+    held(emu, "refresh", before)  # the token is rotated; the answer is held for SLOW seconds
     return running
 
 
@@ -301,52 +283,16 @@ def test_ctrl_c_on_a_terminal_during_a_renewal_saves_the_new_token(
 ) -> None:
     """Ctrl-C typed on a real terminal (a pty: ``\\x03`` sends SIGINT to the foreground
     process group), standard error on the terminal as in a person's shell."""
-    import fcntl
-    import pty
-    import termios
-
     old = emu.issue_tokens()["refresh_token"]
     path = token_file(tmp_path, old)
     emu.inject("refresh", "delay", seconds=SLOW, acted=True)
-    leader, follower = pty.openpty()
-
-    def controlling_terminal() -> None:
-        interruptible()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    process = subprocess.Popen(
-        [*COMMAND, "--base-url", emu.base_url, "--refresh-file", str(path)],
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=follower,
-        start_new_session=True,
-        preexec_fn=controlling_terminal,
-        env=environment(),
-    )
-    os.close(follower)
-    shown = b""
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while emu.counts["refresh"] == 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.3)
-        os.write(leader, b"\x03")
-        stdout, _ = process.communicate(timeout=TIMEOUT)
-        while True:
-            try:
-                data = os.read(leader, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            shown += data
-    finally:
-        process.kill()
-        process.wait()
-        os.close(leader)
-    text = shown.decode(errors="replace")
-    assert process.returncode == 130, text
+    command = [*COMMAND, "--base-url", emu.base_url, "--refresh-file", str(path)]
+    terminal = OnATerminal(command, get_token_env(), TIMEOUT)
+    held(emu, "refresh")
+    terminal.type(b"\x03")
+    code, stdout, _ = terminal.finish()
+    text = terminal.shown
+    assert code == 130, text
     kept = assert_saved(emu, path, old)
     # The terminal echoes Ctrl-C as ^C, on the line of the message that follows it.
     lines = [line.strip().removeprefix("^C") for line in text.splitlines() if line.strip()]
@@ -356,7 +302,7 @@ def test_ctrl_c_on_a_terminal_during_a_renewal_saves_the_new_token(
     assert said[1].startswith("get-token: interrupted before the service token was obtained")
     assert "Traceback" not in text
     assert set(json.loads(stdout)) == {"refresh_token_file", "scope"}
-    Outcome(0, stdout.decode(), text).assert_no_refresh_token(old, kept)
+    Outcome(0, stdout, text).assert_no_refresh_token(old, kept)
 
 
 def test_an_interrupt_during_the_poll_that_gets_the_tokens_saves_the_login(
@@ -371,11 +317,7 @@ def test_an_interrupt_during_the_poll_that_gets_the_tokens_saves_the_login(
     emu.approve(code)
     emu.inject("device_token", "delay", seconds=SLOW, acted=True)
     running.answer("y\n")
-    deadline = time.monotonic() + TIMEOUT
-    while emu.counts["device_token"] == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(0.3)
+    held(emu, "device_token")
     running.process.send_signal(signal.SIGINT)
     outcome = running.finish()
     assert outcome.returncode == 130, outcome.stderr
@@ -486,11 +428,7 @@ def test_ctrl_c_during_the_exchange_into_a_closed_pipe_is_one_line(
     path = token_file(tmp_path, old)
     emu.inject("exchange", "delay", seconds=SLOW)
     running = Running(["--base-url", emu.base_url, "--refresh-file", str(path)], closed_stdout=True)
-    deadline = time.monotonic() + TIMEOUT
-    while emu.counts["exchange"] == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(0.3)
+    held(emu, "exchange")
     running.process.send_signal(signal.SIGINT)
     outcome = running.finish()
     assert outcome.returncode == 130, outcome.stderr

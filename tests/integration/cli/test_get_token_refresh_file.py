@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ import pytest
 from cmsemu import Emulator
 from cmstoken.cli.get_token import command as get_token
 from cmstoken.cli.get_token.rescue import PREFIX as RESCUE_PREFIX
-from support import run_approving
+from support import Finished, get_token_env, run_approving, token_file
 
 pytestmark = pytest.mark.integration
 
@@ -38,17 +37,7 @@ TIMEOUT = 30.0
 TOKEN_LIKE_NAME = "v1.MTestOnlyRefreshTokenPastedAsAPath0123456789"
 
 
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> dict[str, Any]:
-        document = json.loads(self.stdout)
-        assert isinstance(document, dict)
-        return document
-
+class Outcome(Finished):
     def assert_no_secret_on_stderr(self, *secrets: str) -> None:
         for secret in secrets:
             assert secret not in self.stderr
@@ -58,14 +47,6 @@ class Outcome:
 @pytest.fixture
 def emu(emulator: Emulator) -> Emulator:
     return emulator
-
-
-def environment(**overrides: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("SERVICE_BASE_URL", "CMS_REFRESH_TOKEN")
-    }
-    env.update(overrides)
-    return env
 
 
 def run(
@@ -79,7 +60,7 @@ def run(
         input="",
         capture_output=True,
         text=True,
-        env=env if env is not None else environment(),
+        env=env if env is not None else get_token_env(),
         timeout=TIMEOUT,
         check=False,
     )
@@ -88,13 +69,6 @@ def run(
 
 def renew(emu: Emulator, path: Path | str, *extra: str, prefix: Sequence[str] = ()) -> Outcome:
     return run(["--base-url", emu.base_url, "--refresh-file", str(path), *extra], prefix=prefix)
-
-
-def token_file(directory: Path, token: str, name: str = "refresh-token.txt") -> Path:
-    path = directory / name
-    path.write_text(token + "\n")
-    path.chmod(0o600)
-    return path
 
 
 def assert_no_reuse(emu: Emulator) -> None:
@@ -186,13 +160,13 @@ def test_concurrent_renewals_of_one_file_take_turns(emu: Emulator, tmp_path: Pat
     emu.inject("refresh", "delay", seconds=2.0, acted=True)  # the first answer comes late
     args = [*COMMAND, "--base-url", emu.base_url, "--refresh-file", str(path)]
     pipes: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    first = subprocess.Popen(args, env=environment(), **pipes)
+    first = subprocess.Popen(args, env=get_token_env(), **pipes)
     try:
         deadline = time.monotonic() + TIMEOUT
         while emu.counts["refresh"] == 0 and first.poll() is None:  # the first has sent
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        second = subprocess.Popen(args, env=environment(), **pipes)
+        second = subprocess.Popen(args, env=get_token_env(), **pipes)
         try:
             outputs = [process.communicate(timeout=TIMEOUT) for process in (first, second)]
         finally:
@@ -314,7 +288,7 @@ def log_in(emu: Emulator, path: Path, *, answer: str = "y\n") -> Outcome:
     ran = run_approving(
         [*COMMAND, "--base-url", emu.base_url, "--refresh-file", str(path)],
         emu.approve,
-        env=environment(),
+        env=get_token_env(),
         answer=answer,
         timeout=TIMEOUT,
     )
@@ -419,7 +393,7 @@ def test_r_and_refresh_file_together_is_a_usage_error(
 
 def test_the_file_beats_the_environment(emu: Emulator, tmp_path: Path) -> None:
     path = token_file(tmp_path, emu.issue_tokens()["refresh_token"])
-    env = environment(SERVICE_BASE_URL=emu.base_url, CMS_REFRESH_TOKEN="v1.not-this-one")
+    env = get_token_env(SERVICE_BASE_URL=emu.base_url, CMS_REFRESH_TOKEN="v1.not-this-one")
     outcome = run(["--refresh-file", str(path)], env=env)
     assert outcome.returncode == 0, outcome.stderr
     assert emu.refresh_token_valid(path.read_text().strip())

@@ -112,6 +112,18 @@ def link_dependencies(site: Path, directory: Path) -> None:
     (site / "dependencies.pth").write_text(str(dependencies) + "\n")
 
 
+def run_isolated(python: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -c script args``, nothing of this environment's ``PYTHONPATH`` on its path."""
+    return subprocess.run(
+        [str(python), "-c", script, *args],
+        env={**os.environ, "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def read_token(python: Path, site: Path) -> None:
     """``python`` reads a token from moto's server with the installed helper, importing
     nothing but the standard library, the helper and its two dependencies."""
@@ -124,14 +136,7 @@ def read_token(python: Path, site: Path) -> None:
             issued_at=1_795_000_000.0,
         ).to_json(),
     )
-    result = subprocess.run(
-        [str(python), "-c", READER, secret["ARN"]],
-        env={**os.environ, "PYTHONPATH": ""},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_isolated(python, READER, secret["ARN"])
     assert result.returncode == 0, result.stderr
     outcome = json.loads(result.stdout)
     assert outcome["token"] == "eyJ.test.token"
@@ -209,19 +214,11 @@ def test_on_python_3_11_it_installs_and_reads_the_token(
         ".".join(path.relative_to(site).with_suffix("").parts)
         for path in (site / "cmstoken").rglob("*.py")
     )
-    imported = subprocess.run(
-        [
-            str(fresh / "bin" / "python"),
-            "-c",
-            "import importlib, sys\n"
-            "for name in sys.argv[1:]: importlib.import_module(name.removesuffix('.__init__'))",
-            *modules,
-        ],
-        env={**os.environ, "PYTHONPATH": ""},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    imported = run_isolated(
+        fresh / "bin" / "python",
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]: importlib.import_module(name.removesuffix('.__init__'))",
+        *modules,
     )
     assert imported.returncode == 0, imported.stderr
     read_token(fresh / "bin" / "python", site)

@@ -46,6 +46,19 @@ def scheduled_check(stack: Stack, outcomes: Counter[str]) -> None:
             outcomes["failed"] += 1
 
 
+def failing_streak(stack: Stack, status: int) -> Counter[str]:
+    """A seeded stack, due, whose token endpoint answers ``status`` from now on, after one
+    scheduled check: its run and Lambda's two retries failed at once (the streak's first
+    three never wait). The check's outcomes."""
+    stack.seed()
+    make_due(stack)
+    stack.emulator.inject("refresh", "status", times=1_000_000, status=status)
+    outcomes: Counter[str] = Counter()
+    scheduled_check(stack, outcomes)
+    assert outcomes == Counter({"failed": 3})
+    return outcomes
+
+
 def recorded(stack: Stack) -> refresh_backoff.Failures:
     """The streak of failed attempts the refresh credential's document records."""
     failures = stack.refresh_document().failures
@@ -103,12 +116,7 @@ def test_the_first_failures_are_retried_at_once_and_the_streak_ends_with_a_publi
     """Lambda's two retries of a failed run attempt again at once (a lost answer must be
     presented again within the provider's reuse interval); the third failure in a row waits;
     a token published ends the streak."""
-    stack.seed()
-    make_due(stack)
-    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
-    outcomes: Counter[str] = Counter()
-    scheduled_check(stack, outcomes)
-    assert outcomes == Counter({"failed": 3})
+    failing_streak(stack, 503)
     failures = recorded(stack)
     assert failures.count == 3
     assert failures.retry_at - failures.last_at == refresh_backoff.BACKOFF[0]
@@ -135,10 +143,7 @@ def test_an_operators_rotate_is_not_delayed(stack: Stack) -> None:
     """``cmstoken-admin rotate`` (a direct invocation with ``{"force": true}``, which only IAM
     in the stack's account allows) attempts at once, whatever the streak: an operator who
     fixed the cause need not wait hours for the schedule's next attempt."""
-    stack.seed()
-    make_due(stack)
-    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
-    scheduled_check(stack, Counter())
+    failing_streak(stack, 503)
     assert refresh_backoff.refusal(stack.refresh_document().failures, now=stack.clock.now())
     stack.emulator.clear_faults()
     assert stack.invoke("rotator", load_event("rotator-force"))["outcome"] == "rotated"
@@ -169,12 +174,7 @@ def test_a_lost_answer_in_a_streak_is_presented_again_on_lambdas_retry(stack: St
     only then (SPEC section 2), so that retry must not back off: it presents the token at once
     and the family survives."""
     stack.emulator.config.refresh_reuse_interval = 300
-    stack.seed()
-    make_due(stack)
-    stack.emulator.inject("refresh", "status", times=1_000_000, status=503)
-    outcomes: Counter[str] = Counter()
-    scheduled_check(stack, outcomes)
-    assert outcomes == Counter({"failed": 3})
+    outcomes = failing_streak(stack, 503)
     stack.emulator.clear_faults()
     stack.emulator.advance(HOUR - sum(LAMBDA_RETRIES))
     stack.emulator.inject("refresh", "drop", times=2)
@@ -191,12 +191,7 @@ def test_a_streak_spares_the_wait_after_a_lost_answer_once(stack: Stack) -> None
     the first lost answer after a wait has Lambda's first retry at once, once a streak; the
     next runs' retries back off, so lost answers do not make the schedule attempt at every
     check and Lambda retry."""
-    stack.seed()
-    make_due(stack)
-    stack.emulator.inject("refresh", "status", times=1_000_000, status=502)
-    outcomes: Counter[str] = Counter()
-    scheduled_check(stack, outcomes)  # three at once: the streak's first three never wait
-    assert outcomes == Counter({"failed": 3})
+    outcomes = failing_streak(stack, 502)  # three at once: the streak's first three never wait
     assert (recorded(stack).spared, recorded(stack).owed) == (0, 0)
     stack.emulator.advance(HOUR - sum(LAMBDA_RETRIES))
     scheduled_check(stack, outcomes)  # a wait was due: Lambda's first retry spared it
