@@ -63,6 +63,24 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
         assert process.wait(timeout=120) == 0
 
 
+def on_the_local_stack(
+    script: str, folder: Path, env: dict[str, str], timeout: float = 120, *, pipefail: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``script`` in bash after sourcing the local stack's file (``pipefail``: a pipeline
+    fails when any of its commands does; a pasted recipe runs as an interactive shell would)."""
+    options = ["-o", "pipefail"] if pipefail else []
+    return subprocess.run(
+        ["bash", *options, "-c", f". .venv/local-stack.env\n{script}"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
 def run_lines(script: str, folder: Path, env: dict[str, str]) -> list[str]:
     """Each line of ``script`` in its own bash after sourcing the local stack's file: the
     lines that did not run (a failed status; a ``grep`` that found nothing is no failure)."""
@@ -70,16 +88,7 @@ def run_lines(script: str, folder: Path, env: dict[str, str]) -> list[str]:
     for line in script.replace("NAME", "cmstoken-local").splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        ran = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", f". .venv/local-stack.env\n{line}"],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        ran = on_the_local_stack(line, folder, env)
         found_nothing = ran.returncode == 1 and "| grep" in line and not ran.stderr
         if ran.returncode != 0 and not found_nothing:
             failed.append(f"{line}\n  -> {ran.returncode}: {ran.stderr.strip()[-300:]}")
@@ -118,20 +127,17 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     rotator, which publishes a new token (it printed "No new token within 40 s" before)."""
     folder, env = local_stack
     time.sleep(int(MIN_REFRESH))  # past the debounce of the demo's last refresh
-    ran = subprocess.run(
-        ["bash", "-c", f". .venv/local-stack.env\n{recipe('refresh-request')}"],
-        cwd=folder,
-        env={
+    ran = on_the_local_stack(
+        recipe("refresh-request"),
+        folder,
+        {
             **env,
             "SECRET_ARN": "cmstoken-local/service-token",
             "MIN_REFRESH_INTERVAL_SECONDS": MIN_REFRESH,
             "REFRESH_WAIT_SECONDS": "40",
         },
-        capture_output=True,
-        text=True,
         timeout=240,
-        stdin=subprocess.DEVNULL,
-        check=False,
+        pipefail=False,
     )
     assert ran.returncode == 0, ran.stderr
     assert "New service token published." in ran.stderr
@@ -140,18 +146,5 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     # docs/operate.md's note: the undelivered requests' queue stays empty on the local stack.
     depth = recipe("refresh-request-queues").splitlines()[0].replace("NAME", "cmstoken-local")
     assert "UndeliveredRefreshRequestQueueUrl" in depth
-    ran = subprocess.run(
-        [
-            "bash",
-            "-c",
-            ". .venv/local-stack.env\n" + depth.replace("aws sqs", AWS_SQS) + " --output text",
-        ],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    ran = on_the_local_stack(depth.replace("aws sqs", AWS_SQS) + " --output text", folder, env)
     assert (ran.returncode, ran.stdout.split()) == (0, ["ATTRIBUTES", "0"]), ran.stderr
