@@ -19,7 +19,6 @@ unless its loss is documented, and the stack healthy or a documented loss report
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
     Bounds,
+    Decide,
     Harness,
     Report,
     Transition,
@@ -203,12 +203,12 @@ class BootstrapHarness(Harness):
 
     def __init__(
         self,
-        decide: Callable[[list[Transition]], Transition | None],
+        decide: Decide,
         bounds: Bounds,
         *,
         upstream_first: bool = False,
     ) -> None:
-        super().__init__(lambda options: decide(self._persistent(options)), bounds)
+        super().__init__(lambda options, state: decide(self._persistent(options), state), bounds)
         self.upstream_first = upstream_first
 
     def _persistent(self, options: list[Transition]) -> list[Transition]:
@@ -238,7 +238,7 @@ class BootstrapHarness(Harness):
 def run_schedule(
     case: str,
     bounds: Bounds,
-    decide: Callable[[list[Transition]], Transition | None],
+    decide: Decide,
     *,
     states: set[int] | None = None,
     upstream_first: bool = False,

@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -56,13 +56,13 @@ from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
     Bounds,
+    Decide,
     Harness,
     Report,
     SimActor,
-    Transition,
     search,
 )
-from simulation.invariants import Step, Violation
+from simulation.invariants import Step, Violation, frozen
 from simulation.links_world import (
     KEY_TEXT,
     NEEDS,
@@ -139,11 +139,14 @@ class LinksHarness(Harness):
         facts = notices(self.links_world.topic)[-1]
         return f"{facts['kind']}" + (" with a link" if "link" in facts else "")
 
-    def _fingerprint(self) -> int:
+    def fingerprint(self) -> int:
+        """``Harness.fingerprint`` and the links' state: the table's items, the notices
+        published, the polls Lambda queued."""
         lw = self.links_world
         items = tuple(sorted(json.dumps(i, sort_keys=True) for i in lw.items().values()))
         published = tuple(p.message for p in lw.topic.published)
-        return hash((super()._fingerprint(), items, published, len(lw.functions.queued)))
+        queued = json.dumps(lw.functions.queued, sort_keys=True)
+        return hash((super().fingerprint(), items, published, queued))
 
     # --- the recovery -------------------------------------------------------------------------
 
@@ -318,6 +321,11 @@ class LinksChecker:
             self.duplicates_allowed += 1
         return None
 
+    def history(self) -> Hashable:
+        """What of the checker's history decides its later verdicts, for the state's
+        fingerprint: every field but the links' world (fingerprinted on its own)."""
+        return frozen({name: value for name, value in vars(self).items() if name != "lw"})
+
     def before_recovery(self, harness: LinksHarness) -> None:
         """Every started page shows the user code the bootstrap keeps pending (and polls)."""
         for actor in harness.actors:
@@ -376,7 +384,7 @@ def run_schedule(
     scenario: Scenario,
     approve: bool,
     bounds: Bounds,
-    decide: Callable[[list[Transition]], Transition | None],
+    decide: Decide,
     *,
     states: set[int] | None = None,
 ) -> LinksHarness:
