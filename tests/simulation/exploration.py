@@ -62,7 +62,7 @@ from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
-from simulation.invariants import InvariantChecker, Step, Violation, label, unnumbered
+from simulation.invariants import InvariantChecker, Step, Violation, history, label, unnumbered
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
 from simulation.search import SleepSetExplorer
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
@@ -640,7 +640,7 @@ class Harness(Scheduler):
         tokens), the clock, the faults used (and so those left), Lambda's invocations (failed,
         when, retried: its retries to come), each actor's own history (the steps it took and
         what it saw, which determine its local state; crashed or not) and the invariant
-        checker's history (``InvariantChecker.history``). Nothing that records the order of
+        checker's history (``simulation.invariants.history``). Nothing that records the order of
         steps of different actors: two orders of commuting steps must give one fingerprint."""
         world = self.world
         actors = tuple(
@@ -659,7 +659,7 @@ class Harness(Scheduler):
                 tuple(sorted(self.used.items())),
                 invocations,
                 self.last_deadline,
-                self.checker.history(),
+                history(self.checker),
             )
         )
 

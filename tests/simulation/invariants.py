@@ -332,23 +332,6 @@ class InvariantChecker:
             f"one such fault ({kind}): the family is revoked and a person must authorize again"
         )
 
-    def history(self) -> Hashable:
-        """What of the checker's history decides its later verdicts, for the state's
-        fingerprint: every field but the world (fingerprinted on its own), without the step
-        numbers, which only name steps in messages (commuting steps number differently in
-        either order): a rotation as who was answered, the token issued and when; the runs'
-        reports as a set (only whether there is one counts)."""
-        rotated = {
-            token: (who, issued, self._times[number])
-            for token, (number, who, issued) in self.rotated.items()
-        }
-        rest = {
-            name: value
-            for name, value in vars(self).items()
-            if name not in ("world", "rotated", "_times", "reported")
-        }
-        return frozen((rotated, sorted(self.reported), rest))
-
     def newest(self) -> str | None:
         tokens = self.world.identity.tokens
         return next(reversed(tokens)) if tokens else None
@@ -376,6 +359,21 @@ def frozen(value: Any) -> Hashable:
     if isinstance(value, list | tuple):
         return tuple(map(frozen, value))
     return unnumbered(value) if isinstance(value, str) else repr(value)
+
+
+def history(checker: object) -> Hashable:
+    """What of an invariant checker's history decides its later verdicts, for the state's
+    fingerprint: every field but the world (fingerprinted on its own), without the step numbers,
+    which only name steps in messages (commuting steps number differently in either order): a
+    rotation as who was answered, the token issued and when; the runs' reports in no order."""
+    fields = {k: v for k, v in vars(checker).items() if k not in ("world", "lw", "_times")}
+    if isinstance(checker, InvariantChecker):
+        fields["rotated"] = {
+            token: (who, issued, checker._times[number])
+            for token, (number, who, issued) in checker.rotated.items()
+        }
+        fields["reported"] = sorted(checker.reported)
+    return frozen(fields)
 
 
 def label(token: str | None) -> str:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -62,7 +62,7 @@ from simulation.exploration import (
     SimActor,
     search,
 )
-from simulation.invariants import Step, Violation, frozen
+from simulation.invariants import Step, Violation
 from simulation.links_world import (
     KEY_TEXT,
     NEEDS,
@@ -320,11 +320,6 @@ class LinksChecker:
             self.failed_after.add(step.actor)  # sent, then died or failed before recording it
             self.duplicates_allowed += 1
         return None
-
-    def history(self) -> Hashable:
-        """What of the checker's history decides its later verdicts, for the state's
-        fingerprint: every field but the links' world (fingerprinted on its own)."""
-        return frozen({name: value for name, value in vars(self).items() if name != "lw"})
 
     def before_recovery(self, harness: LinksHarness) -> None:
         """Every started page shows the user code the bootstrap keeps pending (and polls)."""
