@@ -273,8 +273,11 @@ def run_schedule(
     return harness
 
 
-def explore(case: str, bounds: Bounds, *, upstream_first: bool = False) -> Report:
-    """Every schedule of ``case`` within ``bounds``; stops at the first counterexample."""
+def explore(
+    case: str, bounds: Bounds, *, upstream_first: bool = False, prune: bool = True
+) -> Report:
+    """Every schedule of ``case`` within ``bounds``; stops at the first counterexample.
+    ``prune``: at states explored before (``simulation.search``)."""
     setup = "both secrets empty" if case == "first" else "the seeded stack, 19 h later"
     return search(
         Report(f"rotator and approved bootstrap poll ({case})", bounds),
@@ -282,4 +285,5 @@ def explore(case: str, bounds: Bounds, *, upstream_first: bool = False) -> Repor
             case, bounds, decide, states=states, upstream_first=upstream_first
         ),
         f"{setup}; a start, approved; the rotator and a poll start",
+        prune=prune,
     )

@@ -287,6 +287,7 @@ class Harness(Scheduler):
         self._stale = 0
         self._recovery_steps = 0
         self.invocations: dict[str, Invocation] = {}
+        self.answers: dict[str, list[str]] = {}  # per actor: every call's answer, in order
         self.last_deadline = 0.0
         self.rotator_body: Callable[[str, RotationRequest, float], Callable[[], Any]] | None = None
         self.world: World
@@ -496,6 +497,8 @@ class Harness(Scheduler):
             error = exc
         finally:
             self._stale = 0
+        if actor is not None:
+            self.answers.setdefault(name, []).append(_answered(answer, error))
         try:
             self._record(name, action, fault, seconds, answer, error, before, log_size)
         except Exception as exc:
@@ -639,13 +642,15 @@ class Harness(Scheduler):
         identity provider's token families, access tokens and device codes; the service's
         tokens), the clock, the faults used (and so those left), Lambda's invocations (failed,
         when, retried: its retries to come), each actor's own history (the steps it took and
-        what it saw, which determine its local state; crashed or not) and the invariant
-        checker's history (``simulation.invariants.history``). Nothing that records the order of
-        steps of different actors: two orders of commuting steps must give one fingerprint."""
+        every answer it was given, which determine its local state; crashed or not) and the
+        invariant checker's history (``simulation.invariants.history``). Nothing that records
+        the order of steps of different actors: two orders of commuting steps must give one
+        fingerprint."""
         world = self.world
         actors = tuple(
             (
                 tuple(s.text for s in self.steps if s.actor == actor.name),
+                tuple(self.answers.get(actor.name, ())),
                 cast(SimActor, actor).crashed,
             )
             for actor in self.actors
@@ -698,6 +703,16 @@ class Invocation:
     failed: bool = False
     ended_at: float = 0.0
     retried: bool = False
+
+
+def _answered(answer: Any, error: Exception | None) -> str:
+    """What a call gave its caller, for the fingerprint: the error, or the answer (with an
+    HTTP answer's body). A step's text may not say it all: a DynamoDB item read says only that
+    it was read, and the item may have changed since."""
+    if error is not None:
+        return repr(error)
+    body = getattr(answer, "body", None)
+    return repr(answer) if body is None else f"{answer!r} {body!r}"
 
 
 def _models(world: World) -> tuple[Any, ...]:

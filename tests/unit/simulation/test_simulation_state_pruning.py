@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from cmstoken.rotation.rotator import Rotator
+from simulation import bootstrap_exploration, links_exploration
 from simulation.exploration import (
     SCHEDULED_AND_DUPLICATE_FORCED,
     TWO_ROTATORS,
@@ -68,3 +69,30 @@ def test_a_skipped_claim_is_found_with_and_without_pruning(
     assert {v.partition(":")[0] for v in pruned.violations} == {"I1"}
     assert pruned.violations == full.violations
     assert pruned.finals == full.finals
+
+
+def test_pruning_keeps_the_states_of_the_links_and_the_bootstrap(
+    say: Callable[[str], None],
+) -> None:
+    """The links' harness (its press ids and nonces drawn from the harness's seeded ``random``:
+    with ``secrets`` one state had other fingerprints from run to run) and the bootstrap's
+    (with its persistent sets) with and without pruning."""
+    crash = Bounds(crashes=1, lost=0, stale=0)
+    pairs = [
+        tuple(
+            links_exploration.explore("outcome and reminder", True, crash, prune=prune)
+            for prune in (False, True)
+        ),
+        tuple(
+            bootstrap_exploration.explore("first", crash, upstream_first=True, prune=prune)
+            for prune in (False, True)
+        ),
+    ]
+    for full, pruned in pairs:
+        say(f"[pruning] without: {full.line()}\n[pruning] with: {pruned.line()}")
+        assert full.counterexample is None, full.counterexample
+        assert pruned.counterexample is None, pruned.counterexample
+        assert pruned.revisits > 0
+        assert pruned.steps < full.steps
+        assert pruned.finals == full.finals
+        assert pruned.states == full.states
