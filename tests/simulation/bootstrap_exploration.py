@@ -19,7 +19,6 @@ unless its loss is documented, and the stack healthy or a documented loss report
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
     Bounds,
+    Decide,
     Harness,
     Report,
     Transition,
@@ -203,12 +203,12 @@ class BootstrapHarness(Harness):
 
     def __init__(
         self,
-        decide: Callable[[list[Transition]], Transition | None],
+        decide: Decide,
         bounds: Bounds,
         *,
         upstream_first: bool = False,
     ) -> None:
-        super().__init__(lambda options: decide(self._persistent(options)), bounds)
+        super().__init__(lambda options, state: decide(self._persistent(options), state), bounds)
         self.upstream_first = upstream_first
 
     def _persistent(self, options: list[Transition]) -> list[Transition]:
@@ -238,7 +238,7 @@ class BootstrapHarness(Harness):
 def run_schedule(
     case: str,
     bounds: Bounds,
-    decide: Callable[[list[Transition]], Transition | None],
+    decide: Decide,
     *,
     states: set[int] | None = None,
     upstream_first: bool = False,
@@ -273,8 +273,11 @@ def run_schedule(
     return harness
 
 
-def explore(case: str, bounds: Bounds, *, upstream_first: bool = False) -> Report:
-    """Every schedule of ``case`` within ``bounds``; stops at the first counterexample."""
+def explore(
+    case: str, bounds: Bounds, *, upstream_first: bool = False, prune: bool = True
+) -> Report:
+    """Every schedule of ``case`` within ``bounds``; stops at the first counterexample.
+    ``prune``: at states explored before (``simulation.search``)."""
     setup = "both secrets empty" if case == "first" else "the seeded stack, 19 h later"
     return search(
         Report(f"rotator and approved bootstrap poll ({case})", bounds),
@@ -282,4 +285,5 @@ def explore(case: str, bounds: Bounds, *, upstream_first: bool = False) -> Repor
             case, bounds, decide, states=states, upstream_first=upstream_first
         ),
         f"{setup}; a start, approved; the rotator and a poll start",
+        prune=prune,
     )

@@ -11,7 +11,8 @@ leases and into the next due period and runs a clean rotator; then the final che
 
 Reduction (sleep sets, Godefroid 1996): two steps of different actors are independent when they
 touch different objects, or the same object only to read it (Secrets Manager reads, project
-listings), and are not both faults drawn from the same budget; a crash touches nothing. Such steps
+listings), and are not both faults drawn from the same budget; a crash only reads the clock (the
+invocation ends then, and Lambda retries it a minute later). Such steps
 commute (same state in either order), so of two schedules that differ only in the order of
 independent steps one is explored: after exploring step ``t`` at a decision, ``t`` stays asleep
 in the siblings' subtrees until a step dependent on it runs. With a correct independence
@@ -37,9 +38,11 @@ states (163 fingerprints against 167 fault-free, 397 against 500 with a lost ans
   actor has its own stream, as each invocation has its own process. The product still draws from
   the global ``random``; the harness only reseeds it.
 
-The fingerprint holds every secret's versions with their values, the provider's and the service's
-tokens, the clock, the faults used and each actor's own history (its steps and what they saw),
-nothing that orders the steps of different actors.
+The fingerprint (``Harness.fingerprint``) holds the models' state, the clock, the faults used,
+Lambda's invocations, each actor's own history (its steps and what they saw) and the invariant
+checker's, nothing that orders the steps of different actors. The search (``simulation.search``)
+also prunes a schedule at a state explored before, when every step it would take from there was
+taken from the earlier visit (state caching with sleep sets).
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
-from simulation.invariants import InvariantChecker, Step, Violation, label
+from simulation.invariants import InvariantChecker, Step, Violation, history, label, unnumbered
 from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
+from simulation.search import SleepSetExplorer
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 DEADLINE_SECONDS = 120.0
@@ -190,8 +194,8 @@ class Transition:
 
     def footprint(self) -> tuple[frozenset[str], frozenset[str]]:
         """(objects read, objects written)."""
-        if self.fault == "crash":
-            return frozenset(), frozenset()
+        if self.fault == "crash":  # the invocation ends now: Lambda retries it after that
+            return frozenset({"clock"}), frozenset()
         reads, writes = self._footprint()
         if self.fault in SLOW_SECONDS:  # time passes during the call
             return reads, writes | {"clock"}
@@ -242,60 +246,11 @@ def independent(a: Transition, b: Transition) -> bool:
     return not (writes_a & (reads_b | writes_b) or writes_b & reads_a)
 
 
-@dataclass
-class _Node:
-    options: list[Transition]
-    sleep: frozenset[Transition]
-    done: list[Transition]
-    chosen: Transition
-
-
-class SleepSetExplorer:
-    """Stateless depth-first search over decisions, replaying a prefix per schedule, with
-    sleep sets (see the module docstring)."""
-
-    def __init__(self, reduce: bool = True) -> None:
-        self.reduce = reduce
-        self.stack: list[_Node] = []
-        self.depth = 0
-
-    def decide(self, options: list[Transition]) -> Transition | None:
-        depth = self.depth
-        self.depth += 1
-        if depth < len(self.stack):
-            node = self.stack[depth]
-            if node.options != options:
-                raise SchedulingError("a replayed schedule met different choices")
-            return node.chosen
-        sleep: frozenset[Transition] = frozenset()
-        if depth and self.reduce:
-            parent = self.stack[depth - 1]
-            sleep = frozenset(
-                u for u in parent.sleep | set(parent.done) if independent(u, parent.chosen)
-            )
-        awake = [o for o in options if o not in sleep]
-        if not awake:
-            return None  # every continuation is equivalent to one explored elsewhere
-        self.stack.append(_Node(options, sleep, [], awake[0]))
-        return awake[0]
-
-    def advance(self) -> bool:
-        """Move to the next unexplored schedule; ``False`` when none is left."""
-        if self.depth < len(self.stack):
-            raise SchedulingError("a replayed schedule ended before its prefix")
-        self.depth = 0
-        while self.stack:
-            node = self.stack[-1]
-            node.done.append(node.chosen)
-            rest = [o for o in node.options if o not in node.sleep and o not in node.done]
-            if rest:
-                node.chosen = rest[0]
-                return True
-            self.stack.pop()
-        return False
-
-
 # --- the harness: scheduler, faults, recording, invariants ----------------------------------
+
+
+# The search's choice at a decision: the options and the state's fingerprint.
+Decide = Callable[[list[Transition], int], Transition | None]
 
 
 @dataclass
@@ -319,7 +274,7 @@ class SchedClock(SimClock):
 class Harness(Scheduler):
     """Runs one schedule of a scenario (an ``Interceptor`` for the world's models)."""
 
-    def __init__(self, decide: Callable[[list[Transition]], Transition | None], bounds: Bounds):
+    def __init__(self, decide: Decide, bounds: Bounds):
         super().__init__(lambda count: 0)
         self.decide = decide
         self.bounds = bounds
@@ -332,6 +287,7 @@ class Harness(Scheduler):
         self._stale = 0
         self._recovery_steps = 0
         self.invocations: dict[str, Invocation] = {}
+        self.answers: dict[str, list[str]] = {}  # per actor: every call's answer, in order
         self.last_deadline = 0.0
         self.rotator_body: Callable[[str, RotationRequest, float], Callable[[], Any]] | None = None
         self.world: World
@@ -482,8 +438,7 @@ class Harness(Scheduler):
             self._start(actor)
         while True:
             parked = [cast(SimActor, a) for a in self.actors if a.state == "parked"]
-            if not self.abandoned:
-                self._record_state()
+            state = 0 if self.abandoned else self._record_state()
             if not parked:
                 retry = None if self.abandoned or self.violation else self._lambda_retry()
                 if retry is None:
@@ -491,7 +446,7 @@ class Harness(Scheduler):
                 self._start(retry)
                 continue
             options = [t for a in parked for t in self._variants(a)]
-            chosen = None if self.violation else self.decide(options)
+            chosen = None if self.violation else self.decide(options, state)
             if chosen is None:
                 self.abandoned = True
                 for actor in parked:
@@ -542,6 +497,8 @@ class Harness(Scheduler):
             error = exc
         finally:
             self._stale = 0
+        if actor is not None:
+            self.answers.setdefault(name, []).append(_answered(answer, error))
         try:
             self._record(name, action, fault, seconds, answer, error, before, log_size)
         except Exception as exc:
@@ -565,14 +522,16 @@ class Harness(Scheduler):
             self._record_state()
         return step
 
-    def _record_state(self) -> None:
+    def _record_state(self) -> int:
         """Note the state: only between transitions (at a decision, when the actors are done,
         after a recovery step), never inside one. A step runs its actor on to its next
         scheduling point, so its call and, say, the actor's end are one transition: the state
         between them is no state of the search, and recording it made a state reachable only
-        in the orders where that transition comes last."""
+        in the orders where that transition comes last. Returns the state's fingerprint."""
+        state = self.fingerprint()
         if self.states is not None:
-            self.states.add(self._fingerprint())
+            self.states.add(state)
+        return state
 
     def _record(
         self,
@@ -677,38 +636,35 @@ class Harness(Scheduler):
             facts["status"] = status
         self._step(name, action, f"{when} {text}", **facts)
 
-    def _fingerprint(self) -> int:
-        """The state between two transitions: every secret's versions (ids and values, in
-        order), the identity provider's refresh and access tokens, the service's tokens, the
-        clock, the faults used, and each actor's own history (the steps it took and what it saw,
-        which determine its local state; crashed or not). Nothing that records the order of
-        steps of different actors: two orders of commuting steps must give one fingerprint."""
+    def fingerprint(self) -> int:
+        """The state between two transitions, all the future depends on: the models (every
+        secret's versions with their values, stages and times, and which were current; the
+        identity provider's token families, access tokens and device codes; the service's
+        tokens), the clock, the faults used (and so those left), Lambda's invocations (failed,
+        when, retried: its retries to come), each actor's own history (the steps it took and
+        every answer it was given, which determine its local state; crashed or not) and the
+        invariant checker's history (``simulation.invariants.history``). Nothing that records
+        the order of steps of different actors: two orders of commuting steps must give one
+        fingerprint."""
         world = self.world
-        identity = world.identity
-        secrets = tuple(
-            tuple((v, secret.versions[v].text) if v else None for v in secret.history)
-            for secret in world.secretsmanager.secrets.values()
-        )
-        tokens = tuple(
-            (value, token.parent, token.used_at, token.family.revoked)
-            for value, token in identity.tokens.items()
-        )
         actors = tuple(
             (
                 tuple(s.text for s in self.steps if s.actor == actor.name),
+                tuple(self.answers.get(actor.name, ())),
                 cast(SimActor, actor).crashed,
             )
             for actor in self.actors
         )
+        invocations = tuple(sorted(map(repr, self.invocations.values())))
         return hash(
             (
-                secrets,
-                tokens,
-                tuple(identity.access_tokens.items()),
-                tuple(world.upstream.service.tokens.items()),
+                _models(world),
                 world.clock.now(),
                 actors,
                 tuple(sorted(self.used.items())),
+                invocations,
+                self.last_deadline,
+                history(self.checker),
             )
         )
 
@@ -747,6 +703,45 @@ class Invocation:
     failed: bool = False
     ended_at: float = 0.0
     retried: bool = False
+
+
+def _answered(answer: Any, error: Exception | None) -> str:
+    """What a call gave its caller, for the fingerprint: the error, or the answer (with an
+    HTTP answer's body). A step's text may not say it all: a DynamoDB item read says only that
+    it was read, and the item may have changed since."""
+    if error is not None:
+        return repr(error)
+    body = getattr(answer, "body", None)
+    return repr(answer) if body is None else f"{answer!r} {body!r}"
+
+
+def _models(world: World) -> tuple[Any, ...]:
+    """The models' state, for ``Harness.fingerprint``."""
+    identity, service = world.identity, world.upstream.service
+    secrets = tuple(
+        (
+            tuple(secret.history),
+            tuple(
+                (v.version_id, v.text, tuple(v.stages), v.created) for v in secret.versions.values()
+            ),
+            tuple(v.version_id for v in secret.removed),
+        )
+        for secret in world.secretsmanager.secrets.values()
+    )
+    tokens = tuple(
+        (value, token.parent, token.used_at, repr(token.family))
+        for value, token in identity.tokens.items()
+    )
+    devices = tuple(map(repr, identity.devices.values()))
+    return (
+        secrets,
+        tokens,
+        tuple(identity.access_tokens.items()),
+        devices,
+        identity.minted,
+        tuple(service.tokens.items()),
+        service.minted,
+    )
 
 
 def _loss(fault: str, cut_short: bool) -> str:
@@ -812,9 +807,13 @@ class Report:
     steps: int = 0
     states: set[int] = field(default_factory=set)
     seconds: float = 0.0
+    revisits: int = 0  # of ``pruned``: at a state explored before
     outcomes: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     counterexample: str | None = None
+    # the final states (fingerprints after the recovery) and each one's actors' outcomes
+    finals: dict[int, str] = field(default_factory=dict)
+    violations: set[str] = field(default_factory=set)  # "I2: message", step numbers left out
 
     def line(self) -> str:
         b = self.bounds
@@ -823,7 +822,8 @@ class Report:
             f"({'/'.join(b.lost_endpoints)}), stale reads {b.stale} (k=1)"
             f"{f', busy {b.busy}' if b.busy else ''}"
             f"{f', slow answers {b.slow} ({"/".join(b.slow_endpoints)})' if b.slow else ''}]: "
-            f"{self.schedules} schedules explored (+{self.pruned} cut as equivalent), "
+            f"{self.schedules} schedules explored (+{self.pruned} cut as equivalent, "
+            f"{self.revisits} of them at a state explored before), "
             f"{self.steps} steps, {len(self.states)} distinct states, {self.seconds:.1f} s"
         )
 
@@ -834,7 +834,7 @@ StoreFactory = Callable[[Any], SecretStore]
 def run_schedule(
     scenario: Scenario,
     bounds: Bounds,
-    decide: Callable[[list[Transition]], Transition | None],
+    decide: Decide,
     *,
     store: StoreFactory | None = None,
     states: set[int] | None = None,
@@ -873,9 +873,11 @@ def explore(
     *,
     store: StoreFactory | None = None,
     reduce: bool = True,
+    prune: bool = True,
     stop_at_first: bool = True,
 ) -> Report:
-    """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample."""
+    """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample.
+    ``reduce``: with sleep sets; ``prune``: with state caching (``simulation.search``)."""
     setup = (
         f"the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
         f"{', '.join(f'{o} ({r.source})' for o, r in scenario.actors)} start"
@@ -885,22 +887,24 @@ def explore(
         lambda decide, states: run_schedule(scenario, bounds, decide, store=store, states=states),
         setup,
         reduce=reduce,
+        prune=prune,
         stop_at_first=stop_at_first,
     )
 
 
 def search(
     report: Report,
-    run: Callable[[Callable[[list[Transition]], Transition | None], set[int]], Harness],
+    run: Callable[[Decide, set[int]], Harness],
     setup: str,
     *,
     reduce: bool = True,
+    prune: bool = True,
     stop_at_first: bool = True,
 ) -> Report:
     """Every schedule ``run(decide, states)`` can take within ``report.bounds``, counted into
     ``report``; a violation's trace (its step 0 says ``setup``) is its counterexample."""
     bounds = report.bounds
-    explorer = SleepSetExplorer(reduce)
+    explorer = SleepSetExplorer(independent, reduce=reduce, prune=prune)
     started = time.perf_counter()
     while True:
         harness = run(explorer.decide, report.states)
@@ -908,6 +912,8 @@ def search(
         if harness.violation is not None:
             number = report.schedules + report.pruned + 1
             report.counterexample = trace(report.scenario, setup, harness, number)
+            violation = harness.violation
+            report.violations.add(f"{violation.invariant}: {unnumbered(violation.message)}")
             report.schedules += 1
             if stop_at_first:
                 break
@@ -918,10 +924,13 @@ def search(
             ends = [s.text.split(": ", 1)[1] for s in harness.steps if s.action == "end"]
             report.outcomes["; ".join(e.split(" (")[0] for e in ends)] += 1
             report.faults.update(harness.used)
+            finals = sorted(s.text for s in harness.steps if s.action == "end")
+            report.finals[harness.fingerprint()] = "; ".join(finals)
         if not explorer.advance():
             break
         if report.schedules + report.pruned >= bounds.limit:
             raise SchedulingError(f"more than {bounds.limit} schedules")
+    report.revisits = explorer.revisits
     report.seconds = time.perf_counter() - started
     return report
 

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws.documents import STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED
 
@@ -305,7 +307,7 @@ class InvariantChecker:
                 "I2",
                 number,
                 f"{label(newest)} was lost ({self.lost[newest]}) and no run said so "
-                f"(reported: {self.reported or 'nothing'}; credential {credential.status})",
+                f"(reported: {sorted(self.reported) or 'nothing'}; credential {credential.status})",
             )
         return Violation(
             "I2",
@@ -337,6 +339,41 @@ class InvariantChecker:
     def stored(self) -> str | None:
         credential = self.world.refresh_document().credential
         return None if credential is None else credential.refresh_token
+
+
+STEP_NUMBER = re.compile(r"\bstep \d+")
+
+
+def unnumbered(text: str) -> str:
+    """``text`` without the step numbers it names (a violation's message, a loss's reason)."""
+    return STEP_NUMBER.sub("step N", text)
+
+
+def frozen(value: Any) -> Hashable:
+    """``value`` (dicts, sets, lists, strings, values) as a hashable value, the order of dicts
+    and sets left out, strings ``unnumbered``."""
+    if isinstance(value, dict):
+        return tuple(sorted(((frozen(k), frozen(v)) for k, v in value.items()), key=repr))
+    if isinstance(value, set | frozenset):
+        return tuple(sorted(map(frozen, value), key=repr))
+    if isinstance(value, list | tuple):
+        return tuple(map(frozen, value))
+    return unnumbered(value) if isinstance(value, str) else repr(value)
+
+
+def history(checker: object) -> Hashable:
+    """What of an invariant checker's history decides its later verdicts, for the state's
+    fingerprint: every field but the world (fingerprinted on its own), without the step numbers,
+    which only name steps in messages (commuting steps number differently in either order): a
+    rotation as who was answered, the token issued and when; the runs' reports in no order."""
+    fields = {k: v for k, v in vars(checker).items() if k not in ("world", "lw", "_times")}
+    if isinstance(checker, InvariantChecker):
+        fields["rotated"] = {
+            token: (who, issued, checker._times[number])
+            for token, (number, who, issued) in checker.rotated.items()
+        }
+        fields["reported"] = sorted(checker.reported)
+    return frozen(fields)
 
 
 def label(token: str | None) -> str:

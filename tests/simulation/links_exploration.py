@@ -43,23 +43,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
+from unittest import mock
 
 from cmstoken.aws.documents import STATUS_REAUTHORIZATION_REQUIRED
 from cmstoken.core.errors import ReauthorizationRequiredError
-from cmstoken.links import tokens
+from cmstoken.links import portal, tokens
 from simulation.exploration import (
     DEADLINE_SECONDS,
     SCHEDULED,
     Bounds,
+    Decide,
     Harness,
     Report,
     SimActor,
-    Transition,
     search,
 )
 from simulation.invariants import Step, Violation
@@ -73,6 +75,7 @@ from simulation.links_world import (
     notices,
     user_code_of,
 )
+from simulation.scheduler import seed_jitter
 from simulation.world import HOUR
 
 RETRY_AFTER = 60.0  # Lambda retries a failed asynchronous invocation after about a minute
@@ -139,11 +142,14 @@ class LinksHarness(Harness):
         facts = notices(self.links_world.topic)[-1]
         return f"{facts['kind']}" + (" with a link" if "link" in facts else "")
 
-    def _fingerprint(self) -> int:
+    def fingerprint(self) -> int:
+        """``Harness.fingerprint`` and the links' state: the table's items, the notices
+        published, the polls Lambda queued."""
         lw = self.links_world
         items = tuple(sorted(json.dumps(i, sort_keys=True) for i in lw.items().values()))
         published = tuple(p.message for p in lw.topic.published)
-        return hash((super()._fingerprint(), items, published, len(lw.functions.queued)))
+        queued = json.dumps(lw.functions.queued, sort_keys=True)
+        return hash((super().fingerprint(), items, published, queued))
 
     # --- the recovery -------------------------------------------------------------------------
 
@@ -376,7 +382,7 @@ def run_schedule(
     scenario: Scenario,
     approve: bool,
     bounds: Bounds,
-    decide: Callable[[list[Transition]], Transition | None],
+    decide: Decide,
     *,
     states: set[int] | None = None,
 ) -> LinksHarness:
@@ -402,10 +408,28 @@ def run_schedule(
     checker.start()
     for name in scenario.actors:
         harness.spawn(name, _actor_body(lw, scenario, name), _summary)
-    harness.run()
-    if not harness.abandoned and harness.violation is None:
-        harness.recover(world.clock.now() + DEADLINE_SECONDS)
+    with mock.patch.object(portal, "secrets", SeededSecrets):
+        harness.run()
+        if not harness.abandoned and harness.violation is None:
+            seed_jitter("recovery", 0)
+            harness.recover(world.clock.now() + DEADLINE_SECONDS)
     return harness
+
+
+class SeededSecrets:
+    """``secrets`` for the links' code while explored: its press ids and link nonces drawn from
+    ``random``, which the harness seeds by the actor and its own step number, so that they are a
+    function of the actors' histories: a replayed prefix draws the same ones, and two schedules
+    that reach one state hold the same (with ``secrets``, a state was met again only by chance,
+    and the fingerprints of one state differed from run to run)."""
+
+    @staticmethod
+    def token_hex(nbytes: int) -> str:
+        return random.randbytes(nbytes).hex()
+
+    @staticmethod
+    def token_bytes(nbytes: int) -> bytes:
+        return random.randbytes(nbytes)
 
 
 def _tag(lw: LinksWorld, serial: int) -> str:
@@ -425,13 +449,14 @@ def _actor_body(lw: LinksWorld, scenario: Scenario, name: str) -> Callable[[], A
     return lambda: lw.remind(name.removeprefix("remind-"))
 
 
-def explore(name: str, approve: bool, bounds: Bounds) -> Report:
+def explore(name: str, approve: bool, bounds: Bounds, *, prune: bool = True) -> Report:
     """Every schedule of scenario ``name`` within ``bounds``; stops at the first
-    counterexample."""
+    counterexample. ``prune``: at states explored before (``simulation.search``)."""
     scenario = SCENARIO[name]
     person = "approves" if approve else "never approves"
     return search(
         Report(f"links: {name} (the person {person})", bounds),
         lambda decide, states: run_schedule(scenario, approve, bounds, decide, states=states),
         f"a refused credential, links sent; {', '.join(scenario.actors)} start",
+        prune=prune,
     )

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from simulation.bootstrap_exploration import explore, run_schedule
-from simulation.exploration import Bounds, SleepSetExplorer
+from simulation.exploration import Bounds, independent
+from simulation.search import SleepSetExplorer
 
 PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 UPSTREAM = ("refresh", "device_token", "exchange")
@@ -60,7 +61,7 @@ def test_every_schedule_of_a_rotation_and_an_approved_poll_keeps_the_invariants(
 
 def final_states(case: str, bounds: Bounds, *, upstream_first: bool) -> set[tuple[Any, ...]]:
     """What every schedule ends in: both secrets' current values and the actors' outcomes."""
-    explorer = SleepSetExplorer()
+    explorer = SleepSetExplorer(independent)
     ends: set[tuple[Any, ...]] = set()
     decide: Callable[..., Any] = explorer.decide
     while True:

@@ -22,12 +22,12 @@ from simulation.exploration import (
     TWO_ROTATORS,
     Bounds,
     Scenario,
-    SleepSetExplorer,
     Transition,
     explore,
     independent,
     on_lambda,
 )
+from simulation.search import SleepSetExplorer
 
 PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 EXPLORE = Bounds(crashes=1, lost=1, stale=1)
@@ -141,7 +141,7 @@ def test_independence_is_what_the_reduction_assumes() -> None:
 
 
 def test_sleep_sets_explore_one_order_of_independent_steps() -> None:
-    explorer = SleepSetExplorer()
+    explorer = SleepSetExplorer(independent)
     a = Transition("a", 0, "secretsmanager.GetSecretValue:credential")
     b = Transition("b", 0, "secretsmanager.GetSecretValue:service-token")
     runs = []
