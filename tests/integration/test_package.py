@@ -6,6 +6,7 @@ one uploaded, links into SOURCE_URL at the packaged commit (the SAR shows it on 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from collections.abc import Iterator
@@ -36,10 +37,22 @@ pytestmark = [
 
 BUCKET = "cmstoken-releases"
 PACKAGED = ROOT / ".aws-sam" / "packaged.yaml"
+LOCK = ROOT / ".aws-sam" / "package.lock"
 ARTIFACTS = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
 SOURCE_URL = "https://example.org/acme/cmstoken"
 SAR = "AWS::ServerlessRepo::Application"
 README = ROOT / "README.md"
+
+
+@pytest.fixture(autouse=True)
+def _one_package_at_a_time() -> Iterator[None]:
+    """`make package` writes .aws-sam/packaged.yaml (removing it first) and the build's README
+    in the checkout, and each test reads what it packaged: a test in another worker waits for
+    this one (a lock on a file), before its fixtures package anything."""
+    LOCK.parent.mkdir(exist_ok=True)
+    with LOCK.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(autouse=True)
