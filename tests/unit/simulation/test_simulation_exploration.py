@@ -61,12 +61,10 @@ CASES: list[tuple[Scenario, Bounds]] = [
     # A streak already waiting: the run's lost answer must still have Lambda's retries at once.
     (on_lambda(300.0, streak=3), LAMBDA),
 ]
-# At the deeper bounds, a forced request delivered twice past the debounce is left out: it takes
-# the very schedules of two scheduled runs of a due token (the same counts at every bound it ran
-# at, docs/how-we-know-it-holds.md), and it doubled the time of `make verify`.
 if PROFILE == "verify":
     CASES = [
         (TWO_ROTATORS, VERIFY),
+        (DUPLICATE_FORCED, VERIFY),
         (TWO_ROTATORS, BUSY_VERIFY),
         (SCHEDULED_AND_DUPLICATE_FORCED, THREE_VERIFY),
         (TWO_ROTATORS, SLOW_VERIFY),
