@@ -47,6 +47,7 @@ taken from the earlier visit (state caching with sleep sets).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import Counter
@@ -63,7 +64,7 @@ from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, history, label, unnumbered
-from simulation.scheduler import Actor, Scheduler, SchedulingError, seed_jitter
+from simulation.scheduler import Actor, Scheduler, SchedulingError, current_actor, seed_jitter
 from simulation.search import SleepSetExplorer
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
@@ -249,8 +250,9 @@ def independent(a: Transition, b: Transition) -> bool:
 # --- the harness: scheduler, faults, recording, invariants ----------------------------------
 
 
-# The search's choice at a decision: the options and the state's fingerprint.
-Decide = Callable[[list[Transition], int], Transition | None]
+# The search's choice at a decision: the options and the state's fingerprint (a function, which
+# also records the state: called when the search needs it, not in a replayed prefix).
+Decide = Callable[[list[Transition], Callable[[], int]], Transition | None]
 
 
 @dataclass
@@ -289,6 +291,7 @@ class Harness(Scheduler):
         self.invocations: dict[str, Invocation] = {}
         self.answers: dict[str, list[str]] = {}  # per actor: every call's answer, in order
         self.last_deadline = 0.0
+        self.texts: dict[str, list[str]] = {}  # per actor: its steps' texts, in order
         self.rotator_body: Callable[[str, RotationRequest, float], Callable[[], Any]] | None = None
         self.world: World
         self.checker: InvariantChecker
@@ -380,7 +383,7 @@ class Harness(Scheduler):
     ) -> Any:
         if operation == "ListSecretVersionIds":
             return counted(act())
-        actor = cast(SimActor | None, getattr(self._local, "actor", None))
+        actor = cast(SimActor | None, current_actor())
         target = ""
         if service == "secretsmanager":
             target = SECRET_NAMES.get(self.world.secretsmanager.calls[-1][1], "?")
@@ -392,11 +395,7 @@ class Harness(Scheduler):
         if actor.crashed:
             raise SimulatedCrash
         actor.pending = Transition(actor.name, len(actor.points), action)
-        with self._cond:
-            actor.state, actor.point = "parked", action
-            self._cond.notify_all()
-            if not self._cond.wait_for(lambda: actor.state == "running", 10.0):
-                raise SchedulingError(f"{actor.name} was never resumed")
+        self.park(actor, action)
         actor.points.append(action)
         if actor.fault == "abandon":
             actor.crashed = True
@@ -438,15 +437,21 @@ class Harness(Scheduler):
             self._start(actor)
         while True:
             parked = [cast(SimActor, a) for a in self.actors if a.state == "parked"]
-            state = 0 if self.abandoned else self._record_state()
             if not parked:
+                if not self.abandoned:
+                    self._record_state()
                 retry = None if self.abandoned or self.violation else self._lambda_retry()
                 if retry is None:
                     return
                 self._start(retry)
                 continue
             options = [t for a in parked for t in self._variants(a)]
-            chosen = None if self.violation else self.decide(options, state)
+            chosen = None
+            if self.violation is None:
+                # the state is fingerprinted when the search asks (not in a replayed prefix)
+                chosen = self.decide(options, self._record_state)
+            elif not self.abandoned:
+                self._record_state()
             if chosen is None:
                 self.abandoned = True
                 for actor in parked:
@@ -458,10 +463,7 @@ class Harness(Scheduler):
 
     def _resume(self, actor: SimActor, fault: str) -> None:
         actor.fault = fault
-        with self._cond:
-            actor.state = "running"
-            self._cond.notify_all()
-            self._settle(actor)
+        self._switch_to(actor)
 
     # --- performing and recording a step ----------------------------------------------------
 
@@ -516,6 +518,7 @@ class Harness(Scheduler):
     def _step(self, actor: str, action: str, text: str, **facts: Any) -> Step:
         step = Step(len(self.steps) + 1, actor, action, text, at=self.world.clock.now(), **facts)
         self.steps.append(step)
+        self.texts.setdefault(actor, []).append(text)
         if self.violation is None:
             self.violation = self.checker.after(step)
         if actor == "recovery":
@@ -649,7 +652,7 @@ class Harness(Scheduler):
         world = self.world
         actors = tuple(
             (
-                tuple(s.text for s in self.steps if s.actor == actor.name),
+                tuple(self.texts.get(actor.name, ())),
                 tuple(self.answers.get(actor.name, ())),
                 cast(SimActor, actor).crashed,
             )
@@ -774,6 +777,7 @@ def _token_of(error: Exception) -> str:
     return message.partition("ClientRequestToken ")[2].partition(" ")[0]
 
 
+@functools.lru_cache(maxsize=4096)
 def _summary(target: str, text: str, start: float) -> str:
     if target == "credential":
         secret = RefreshSecret.from_json(text)

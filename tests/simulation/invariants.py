@@ -29,10 +29,11 @@ world now breaks, if any:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -344,6 +345,7 @@ class InvariantChecker:
 STEP_NUMBER = re.compile(r"\bstep \d+")
 
 
+@functools.cache
 def unnumbered(text: str) -> str:
     """``text`` without the step numbers it names (a violation's message, a loss's reason)."""
     return STEP_NUMBER.sub("step N", text)
@@ -351,14 +353,19 @@ def unnumbered(text: str) -> str:
 
 def frozen(value: Any) -> Hashable:
     """``value`` (dicts, sets, lists, strings, values) as a hashable value, the order of dicts
-    and sets left out, strings ``unnumbered``."""
+    and sets left out (a multiset of their frozen items: two that freeze alike still count
+    twice), strings ``unnumbered``."""
     if isinstance(value, dict):
-        return tuple(sorted(((frozen(k), frozen(v)) for k, v in value.items()), key=repr))
+        return _multiset((frozen(k), frozen(v)) for k, v in value.items())
     if isinstance(value, set | frozenset):
-        return tuple(sorted(map(frozen, value), key=repr))
+        return _multiset(map(frozen, value))
     if isinstance(value, list | tuple):
         return tuple(map(frozen, value))
     return unnumbered(value) if isinstance(value, str) else repr(value)
+
+
+def _multiset(items: Iterable[Hashable]) -> frozenset[tuple[Hashable, int]]:
+    return frozenset(Counter(items).items())
 
 
 def history(checker: object) -> Hashable:

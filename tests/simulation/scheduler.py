@@ -1,14 +1,19 @@
-"""A deterministic scheduler: actors (real product code on threads) run one at a time, and every
-call they make on a model is a scheduling point where the schedule picks who goes next.
+"""A deterministic scheduler: actors (real product code, each on its own greenlet) run one at a
+time, and every call they make on a model is a scheduling point where the schedule picks who goes
+next.
 
 ``Scheduler`` is an ``Interceptor``: pass it to the models (``World(interceptor=scheduler)``).
-An actor that reaches a model call parks; when every unfinished actor is parked, ``choose(n)``
-picks one of the ``n`` parked actors (in the order they were started), which performs its call
-and runs on to its next scheduling point or its end. Exactly one thread runs product code at a
-time, so a run is a function of its choices. The retry jitter (``random``, drawn by the product
-between two scheduling points) is reseeded at every step from the actor's name and its own step
-number (``seed_jitter``): each actor has its own stream, as each invocation has its own process,
-and what an actor draws never depends on how many draws the others made before it.
+An actor that reaches a model call parks (switches back to the scheduler); when every unfinished
+actor is parked, ``choose(n)`` picks one of the ``n`` parked actors (in the order they were
+started), which performs its call and runs on to its next scheduling point or its end. Exactly
+one actor runs product code at a time, so a run is a function of its choices. The actors are
+greenlets, not threads: a switch is a function call, not two thread hand-offs, and nothing waits
+on a timer, so a busy machine cannot make a schedule fail.
+
+The retry jitter (``random``, drawn by the product between two scheduling points) is reseeded at
+every step from the actor's name and its own step number (``seed_jitter``): each actor has its
+own stream, as each invocation has its own process, and what an actor draws never depends on
+how many draws the others made before it.
 
 ``explore`` enumerates every sequence of choices depth first (each run replays a prefix and
 takes the first alternative after it), so it visits every interleaving of the actors'
@@ -19,12 +24,11 @@ did not would make the enumeration meaningless).
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-WAIT_SECONDS = 10.0
+from greenlet import getcurrent, greenlet
 
 
 def seed_jitter(actor: str, step: int) -> None:
@@ -46,6 +50,18 @@ class Actor:
     result: Any = None
     error: BaseException | None = None
     points: list[str] = field(default_factory=list)
+    greenlet: greenlet | None = None
+
+
+class _ActorGreenlet(greenlet):
+    """An actor's greenlet, which knows its actor."""
+
+    actor: Actor
+
+
+def current_actor() -> Actor | None:
+    """The actor whose code runs now (``None``: the test's or the scheduler's own code)."""
+    return getattr(getcurrent(), "actor", None)
 
 
 class Scheduler:
@@ -55,8 +71,7 @@ class Scheduler:
         self.choose = choose
         self.actors: list[Actor] = []
         self.trace: list[tuple[str, str]] = []
-        self._cond = threading.Condition()
-        self._local = threading.local()
+        self._hub: greenlet | None = None  # the scheduler's greenlet, which actors park into
 
     def spawn(self, name: str, body: Callable[[], Any]) -> Actor:
         actor = Actor(name, body)
@@ -66,17 +81,22 @@ class Scheduler:
     # --- the interceptor ----------------------------------------------------------------------
 
     def __call__(self, service: str, operation: str, act: Callable[[], Any]) -> Any:
-        actor: Actor | None = getattr(self._local, "actor", None)
+        actor = current_actor()
         if actor is None:
             return act()  # the test's own calls (seeding, inspection) are not scheduled
-        with self._cond:
-            actor.state, actor.point = "parked", f"{service}.{operation}"
-            self._cond.notify_all()
-            if not self._cond.wait_for(lambda: actor.state == "running", WAIT_SECONDS):
-                raise SchedulingError(f"{actor.name} was never resumed")
+        self.park(actor, f"{service}.{operation}")
         actor.points.append(actor.point)
         seed_jitter(actor.name, len(actor.points))
         return act()
+
+    def park(self, actor: Actor, point: str) -> None:
+        """``actor`` (running now) parks at ``point`` until the scheduler resumes it."""
+        if self._hub is None:
+            raise SchedulingError(f"{actor.name} parked outside a run")
+        actor.state, actor.point = "parked", point
+        self._hub.switch()
+        if actor.state != "running":
+            raise SchedulingError(f"{actor.name} went on without being resumed")
 
     # --- running ------------------------------------------------------------------------------
 
@@ -92,32 +112,31 @@ class Scheduler:
             index = self.choose(len(parked)) if len(parked) > 1 else 0
             chosen = parked[index]
             self.trace.append((chosen.name, chosen.point))
-            with self._cond:
-                chosen.state = "running"
-                self._cond.notify_all()
-                self._settle(chosen)
+            self._switch_to(chosen)
 
     def _start(self, actor: Actor) -> None:
         def main() -> None:
-            self._local.actor = actor
             seed_jitter(actor.name, 0)
             try:
                 actor.result = actor.body()
             except BaseException as exc:  # recorded, judged by the test
                 actor.error = exc
             finally:
-                with self._cond:
-                    actor.state = "done"
-                    self._cond.notify_all()
+                actor.state = "done"
 
-        with self._cond:
-            actor.state = "running"
-            threading.Thread(target=main, name=f"actor-{actor.name}", daemon=True).start()
-            self._settle(actor)
+        self._hub = getcurrent()
+        runner = _ActorGreenlet(main)
+        runner.actor = actor
+        actor.greenlet = runner
+        self._switch_to(actor)
 
-    def _settle(self, actor: Actor) -> None:
-        """Wait (holding the condition) until ``actor`` parks again or ends."""
-        if not self._cond.wait_for(lambda: actor.state != "running", WAIT_SECONDS):
+    def _switch_to(self, actor: Actor) -> None:
+        """Run ``actor`` until it parks again or ends."""
+        assert actor.greenlet is not None
+        self._hub = getcurrent()
+        actor.state = "running"
+        actor.greenlet.switch()
+        if actor.state == "running":
             raise SchedulingError(f"{actor.name} neither reached a scheduling point nor ended")
 
 

@@ -55,9 +55,10 @@ class SleepSetExplorer[T: Hashable]:
         self.visits: dict[int, _Visit[T]] = {}
         self.revisits = 0  # schedules abandoned at a state explored before
 
-    def decide(self, options: list[T], state: int | None = None) -> T | None:
+    def decide(self, options: list[T], state: Callable[[], int] | None = None) -> T | None:
         """The step to take at this decision, ``None`` to abandon the schedule; ``state``: the
-        fingerprint of the state here (``None``: no caching)."""
+        state's fingerprint here, called at a decision met for the first time (in a replayed
+        prefix the state was seen), ``None``: no caching."""
         depth = self.depth
         self.depth += 1
         if depth < len(self.stack):
@@ -71,7 +72,7 @@ class SleepSetExplorer[T: Hashable]:
             sleep = frozenset(
                 u for u in parent.sleep | set(parent.done) if self.independent(u, parent.chosen)
             )
-        explored = self._explored(options, sleep, state)
+        explored = self._explored(options, sleep, None if state is None else state())
         done = explored or []
         awake = [o for o in options if o not in sleep and o not in done]
         if not awake:

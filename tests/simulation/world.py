@@ -3,6 +3,7 @@ Manager and upstream, as ``cmstoken.runtime`` builds them (no EventBridge notifi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -186,12 +187,12 @@ class World:
     def refresh_document(self) -> RefreshSecret:
         text = self.secretsmanager.current_text(REFRESH_SECRET)
         assert text is not None
-        return RefreshSecret.from_json(text)
+        return _refresh_document(text)
 
     def service_document(self) -> ServiceTokenDocument:
         text = self.secretsmanager.current_text(SERVICE_SECRET)
         assert text is not None
-        return ServiceTokenDocument.from_json(text)
+        return _service_document(text)
 
     def newest_refresh_token(self) -> str:
         credential = self.refresh_document().credential
@@ -201,3 +202,15 @@ class World:
     def replayed_refresh_tokens(self) -> list[str | None]:
         """The violations of invariant I1 in this world (``support.replayed_refresh_tokens``)."""
         return replayed_refresh_tokens(self.upstream.log, self.reuse_interval)
+
+
+# The checkers read the documents after every step, and the explorations meet the same few
+# texts again and again: each is parsed once (the documents are frozen dataclasses).
+@functools.lru_cache(maxsize=4096)
+def _refresh_document(text: str) -> RefreshSecret:
+    return RefreshSecret.from_json(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _service_document(text: str) -> ServiceTokenDocument:
+    return ServiceTokenDocument.from_json(text)

@@ -19,7 +19,6 @@ read (instead of merging into the newest) must be caught.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ from cmstoken.aws.documents import STATUS_ACTIVE, RefreshSecret
 from cmstoken.core.triggers import RotationRequest
 from simulation.exploration import counted
 from simulation.i5 import judge
-from simulation.scheduler import Scheduler, explore
+from simulation.scheduler import Scheduler, current_actor, explore
 from simulation.world import HOUR, REFRESH_SECRET, World
 
 SCHEDULED = RotationRequest(forced=False, source="schedule")
@@ -79,8 +78,8 @@ class I5Checker:
 
 def _writer() -> str:
     """The actor running now (``setup``: the test's own calls)."""
-    name = threading.current_thread().name
-    return name.removeprefix("actor-") if name.startswith("actor-") else "setup"
+    actor = current_actor()
+    return "setup" if actor is None else actor.name
 
 
 @dataclass

@@ -170,11 +170,12 @@ def poll_counted_before_the_refresh(in_use: int, *, via_links: bool, approve: bo
     else:
         operator_start(world)
     fill(world, in_use)
-    at_refresh, polled = threading.Event(), threading.Event()
+    waiting, at_refresh, polled = threading.Event(), threading.Event(), threading.Event()
     inner = world.upstream.interceptor
 
     def turns(service: str, operation: str, act: Callable[[], Any]) -> Any:
         if (service, operation) == ("upstream", "device_token") and not at_refresh.is_set():
+            waiting.set()  # counted, now at the provider: the rotator's turn
             at_refresh.wait(30)
             for code in world.identity.pending_user_codes()[-1:]:
                 (world.identity.approve if approve else world.identity.deny)(code)
@@ -194,11 +195,13 @@ def poll_counted_before_the_refresh(in_use: int, *, via_links: bool, approve: bo
                 with contextlib.suppress(CmsTokenError):
                     operator_start(world)
         finally:
+            waiting.set()
             at_refresh.set()
             polled.set()
 
     poller = threading.Thread(target=poll)
     poller.start()
+    waiting.wait(30)  # the rotator starts once the poll has counted (not beside its count)
     try:
         world.rotator("scheduled").run(SCHEDULED, deadline=world.clock.now() + 120)
     except VersionQuotaError:
