@@ -50,6 +50,8 @@ LAMBDA = Bounds(
     crashes=1, lost=1, stale=0, slow=1, lost_kinds=("lost", "gateway"), retry_faults=True
 )
 LAMBDA_VERIFY = replace(LAMBDA, stale=1)
+# Deeper (issue 38): two crashes with a lost and a slow answer, at each reuse interval.
+LAMBDA_TWO_CRASHES = replace(LAMBDA, crashes=2)
 CASES: list[tuple[Scenario, Bounds]] = [
     (TWO_ROTATORS, EXPLORE),
     (DUPLICATE_FORCED, EXPLORE),
@@ -69,6 +71,7 @@ if PROFILE == "verify":
         (SCHEDULED_AND_DUPLICATE_FORCED, THREE_VERIFY),
         (TWO_ROTATORS, SLOW_VERIFY),
         *((scenario, LAMBDA_VERIFY) for scenario in ON_LAMBDA),
+        *((scenario, LAMBDA_TWO_CRASHES) for scenario in ON_LAMBDA),
         (on_lambda(300.0, FORCED), LAMBDA_VERIFY),
         (on_lambda(300.0, streak=3), LAMBDA_VERIFY),
     ]
