@@ -355,13 +355,15 @@ def frozen(value: Any) -> Hashable:
     """``value`` (dicts, sets, lists, strings, values) as a hashable value, the order of dicts
     and sets left out (a multiset of their frozen items: two that freeze alike still count
     twice), strings ``unnumbered``."""
+    if isinstance(value, str):  # the most common, first
+        return unnumbered(value)
     if isinstance(value, dict):
         return _multiset((frozen(k), frozen(v)) for k, v in value.items())
     if isinstance(value, set | frozenset):
         return _multiset(map(frozen, value))
     if isinstance(value, list | tuple):
         return tuple(map(frozen, value))
-    return unnumbered(value) if isinstance(value, str) else repr(value)
+    return repr(value)
 
 
 def _multiset(items: Iterable[Hashable]) -> frozenset[tuple[Hashable, int]]:
