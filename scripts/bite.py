@@ -6,27 +6,37 @@ cell: ``bite: [slug](../tests/bite/breaks/slug.patch)``, a unified diff that bre
 what the cell names (a condition removed, a limit widened, a statement of a policy widened, a
 check skipped). The lines before the patch's first ``diff --git`` say what it breaks.
 
-For each row this copies the checkout (the files git tracks plus the untracked ones it does not
-ignore, as they are in the working tree: the user's tree is never written) into a temporary
-folder, applies the row's break there with ``git apply``, and runs only the row's named tests
-in the copy, with this checkout's interpreter and ``PYTHONPATH`` set so that the copy's
+For each break this copies the checkout (the files git tracks plus the untracked ones it does
+not ignore, as they are in the working tree: the user's tree is never written) into a temporary
+folder of its own, applies the break there with ``git apply``, and runs only the row's named
+tests in the copy, with this checkout's interpreter and ``PYTHONPATH`` set so that the copy's
 library, emulator, functions, tests and scripts are imported (checked before anything runs:
-each module's file must be inside the copy). At least one named test must fail (pytest's exit
-code 1 with a failing test; a collection error, a missing file or a test that errors in its
-set-up is not a bite). Before the breaks, the named tests run once in an unbroken copy and must
-pass: a test that always fails would otherwise seem to catch every break.
+each module's file must be inside the copy). At least one named test must fail in its call
+(pytest's exit code 1 with a failing test; a collection error, a missing file or a test that
+errors in its set-up is not a bite). Before the breaks, the named tests run once in an unbroken
+copy (in ``--jobs`` pytest-xdist workers) and must pass: a test that always fails would
+otherwise seem to catch every break.
 
-It prints a table (row, break, the tests that failed) and exits 1 naming each row whose break
-no named test caught. ``tests/unit/test_bite.py`` (in ``make test``) keeps the rows and the
-breaks in step: every row that is not open has a break that applies to the checkout, and every
-break belongs to a row.
+One failing test is enough: a break's named tests run fastest first (by their times in the
+unbroken run's report) and the run stops after the first test that fails in its call (this
+module is the pytest plugin, ``-p bite``; a set-up error does not stop it). The breaks run
+``--jobs`` at a time (default: the CPUs this process may use), each in its own copy and pytest
+process; bytecode is cached for the whole run under the temporary folder
+(``PYTHONPYCACHEPREFIX``), so the installed packages are compiled and assertion-rewritten once,
+and since each copy's path is used once no copy reads another's bytecode.
 
-Run as ``python scripts/bite.py [--row SLUG]``.
+It prints a table in the document's order (row, break, the named test that failed first) and
+exits 1 naming each row whose break no named test caught. ``tests/unit/test_bite.py`` (in
+``make test``) keeps the rows and the breaks in step: every row that is not open has a break
+that applies to the checkout, and every break belongs to a row.
+
+Run as ``python scripts/bite.py [--row SLUG] [--jobs N]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -35,14 +45,19 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "threat-model.md"
 BREAKS = ROOT / "tests" / "bite" / "breaks"
 HEADER = ["limit", "what holds it", "test"]
+# Under the run's temporary folder: the bytecode of every pytest process of the run.
+BYTECODE = ".bytecode"
 # A test as pytest names it: its file, an optional class, the function, an optional parameter.
 NODE_ID = re.compile(r"`(tests/[\w/]+\.py::(?:Test\w+::)?test_\w+(?:\[[^\]`]+\])?)`")
 OPEN = re.compile(r"\*\*open\*\*: (?:not limited yet|no test yet)\b.*")
@@ -153,18 +168,21 @@ def copy_checkout(root: Path, files: Iterable[str], into: Path) -> None:
         shutil.copy2(root / name, target)
 
 
-def environment(copy: Path) -> dict[str, str]:
+def environment(copy: Path, cache: Path) -> dict[str, str]:
     """The environment that imports the copy's code first (before the editable install, which
-    points at this checkout)."""
+    points at this checkout) and writes bytecode only under ``cache``."""
     paths = [copy / "layers" / "cmstoken", copy / "emulator", copy / "tests", copy / "scripts"]
     paths += sorted(path for path in (copy / "functions").iterdir() if path.is_dir())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Bytecode, and pytest's rewritten test modules, go under the run's temporary folder, never
+    # beside a source: the installed packages compile once for the whole run, and a copy's
+    # files, at paths no other copy has, are never read from another copy's bytecode.
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
     return env
 
 
-def imported_from(copy: Path) -> list[str]:
+def imported_from(copy: Path, cache: Path) -> list[str]:
     """Each module of ``IMPORTED`` that the copy's environment imports from outside the copy
     (empty when all come from the copy)."""
     probe = (
@@ -175,7 +193,7 @@ def imported_from(copy: Path) -> list[str]:
     listed = subprocess.run(  # noqa: S603 -- this interpreter, a fixed probe
         [sys.executable, "-c", probe, *IMPORTED],
         cwd=copy,
-        env=environment(copy),
+        env=environment(copy, cache),
         capture_output=True,
         text=True,
         check=False,
@@ -191,26 +209,43 @@ def imported_from(copy: Path) -> list[str]:
     return wrong
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """As the plugin of a break's run (``-p bite``): the first test that fails in its call ends
+    the run with exit code 1 (as ``--maxfail=1``, but a set-up error does not end it)."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.session.shouldfail = f"bite: {report.nodeid} failed, the break is caught"
+    return report
+
+
 @dataclass(frozen=True)
 class Outcome:
     code: int
     failed: list[str]
     errors: list[str]
     log: str
+    # Each test's seconds (set-up, call and teardown), by its junit (classname, name).
+    times: dict[tuple[str, str], float]
 
 
-def run_tests(copy: Path, node_ids: Sequence[str], log: Path) -> Outcome:
-    """Run the named tests in the copy, one process; which failed (in a test's call) and which
-    errored (set-up, collection)."""
+def run_tests(
+    copy: Path, node_ids: Sequence[str], log: Path, cache: Path, *, workers: int = 0
+) -> Outcome:
+    """Run the named tests in the copy: in ``workers`` pytest-xdist workers, or (0) in one
+    process, in the order given, that stops after the first test that fails in its call.
+    Which failed (in a test's call), which errored (set-up, collection), and their times."""
     report = copy.parent / f"{copy.name}.xml"
+    spread = ["-n", str(workers), "--dist", "worksteal"] if workers else ["-n", "0", "-p", "bite"]
     completed = subprocess.run(  # noqa: S603 -- this interpreter's pytest, the doc's node ids
         [
             sys.executable,
             "-m",
             "pytest",
             "-q",
-            "-n",
-            "0",
+            *spread,
             "-p",
             "no:cacheprovider",
             f"--junitxml={report}",
@@ -219,7 +254,7 @@ def run_tests(copy: Path, node_ids: Sequence[str], log: Path) -> Outcome:
             *node_ids,
         ],
         cwd=copy,
-        env=environment(copy),
+        env=environment(copy, cache),
         capture_output=True,
         text=True,
         timeout=1800,
@@ -228,15 +263,37 @@ def run_tests(copy: Path, node_ids: Sequence[str], log: Path) -> Outcome:
     log.write_text(completed.stdout + completed.stderr)
     failed: list[str] = []
     errors: list[str] = []
+    times: dict[tuple[str, str], float] = {}
     if report.is_file():
         # pytest's own report of this run, written in our temporary folder
         for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314
             name = case.get("name", "?")
+            times[(case.get("classname", "?"), name)] = float(case.get("time", "0"))
             if case.find("failure") is not None:
                 failed.append(name)
             if case.find("error") is not None:
                 errors.append(name)
-    return Outcome(completed.returncode, failed, errors, str(log))
+    return Outcome(completed.returncode, failed, errors, str(log), times)
+
+
+def seconds(node_id: str, times: Mapping[tuple[str, str], float]) -> float:
+    """A named test's seconds in a report (a name without parameters: all its parameters'),
+    infinite when the report has none of it."""
+    path, _, inside = node_id.partition("::")
+    *classes, name = inside.split("::")
+    classname = ".".join([*Path(path).with_suffix("").parts, *classes])
+    whole = "[" not in name
+    found = [
+        took
+        for (where, case), took in times.items()
+        if where == classname and (case == name or (whole and case.startswith(f"{name}[")))
+    ]
+    return sum(found) if found else math.inf
+
+
+def fastest_first(node_ids: Sequence[str], times: Mapping[tuple[str, str], float]) -> list[str]:
+    """The named tests by their seconds in the unbroken run, fastest first (ties as named)."""
+    return sorted(node_ids, key=lambda node: seconds(node, times))
 
 
 @dataclass(frozen=True)
@@ -252,14 +309,9 @@ class Result:
         return self.problem is None
 
 
-def bite(row: Row, slug: str, files: Sequence[str], work: Path) -> Result:
-    patch = patch_path(slug)
-    if not row.run_ids:
-        return Result(row, slug, "", None, "every named test needs a build (none runs in a copy)")
-    if not patch.is_file():
-        return Result(row, slug, "", None, f"no break: {patch.relative_to(ROOT)} is missing")
-    broke = description(patch.read_text())
-    copy = work / slug
+def broken_copy(patch: Path, files: Sequence[str], copy: Path) -> str | None:
+    """Copy the checkout's files into ``copy`` and apply the break there; why not, if it does
+    not apply."""
     copy_checkout(ROOT, files, copy)
     applied = subprocess.run(  # noqa: S603 -- fixed arguments, a patch of this checkout
         ["git", "apply", str(patch)],  # noqa: S607 -- git on PATH
@@ -271,12 +323,27 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path) -> Result:
         text=True,
         check=False,
     )
+    if applied.returncode == 0:
+        return None
+    lines = applied.stderr.strip().splitlines()
+    return f"the break does not apply ({lines[0] if lines else applied.returncode})"
+
+
+def bite(row: Row, slug: str, files: Sequence[str], work: Path, order: Sequence[str]) -> Result:
+    """Apply the break in a copy of its own and run ``order`` (the row's tests that run in a
+    copy, fastest first) there until one fails."""
+    patch = patch_path(slug)
+    if not order:
+        return Result(row, slug, "", None, "every named test needs a build (none runs in a copy)")
+    if not patch.is_file():
+        return Result(row, slug, "", None, f"no break: {patch.relative_to(ROOT)} is missing")
+    broke = description(patch.read_text())
+    copy = work / slug
     try:
-        if applied.returncode != 0:
-            lines = applied.stderr.strip().splitlines()
-            reason = lines[0] if lines else f"git apply exited {applied.returncode}"
-            return Result(row, slug, broke, None, f"the break does not apply ({reason})")
-        outcome = run_tests(copy, row.run_ids, work / f"{slug}.log")
+        problem = broken_copy(patch, files, copy)
+        if problem is not None:
+            return Result(row, slug, broke, None, problem)
+        outcome = run_tests(copy, order, work / f"{slug}.log", work / BYTECODE)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     if outcome.code == 1 and outcome.failed:
@@ -287,6 +354,32 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path) -> Result:
         said = EXIT_CODES.get(outcome.code, f"pytest exited {outcome.code}")
         problem = f"no named test failed: {said} (log: {outcome.log})"
     return Result(row, slug, broke, outcome, problem)
+
+
+def bite_all(
+    chosen: Sequence[tuple[Row, str]],
+    files: Sequence[str],
+    work: Path,
+    times: Mapping[tuple[str, str], float],
+    jobs: int,
+) -> list[Result]:
+    """Each break in its own copy, ``jobs`` at a time; the results in ``chosen``'s order, each
+    said as soon as it and those before it are known."""
+    results = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [
+            pool.submit(bite, row, slug, files, work, fastest_first(row.run_ids, times))
+            for row, slug in chosen
+        ]
+        for number, future in enumerate(futures, 1):
+            result = future.result()
+            if result.outcome is not None and result.caught:
+                said = f"caught by {result.outcome.failed[0]}"
+            else:
+                said = "NOT caught"
+            print(f"bite: {result.slug} ({number} of {len(futures)}): {said}", flush=True)
+            results.append(result)
+    return results
 
 
 def grouped(tests: Sequence[str]) -> Iterator[str]:
@@ -300,7 +393,7 @@ def grouped(tests: Sequence[str]) -> Iterator[str]:
 
 
 def table(results: Sequence[Result]) -> Iterator[str]:
-    yield "| row | break | tests that failed |"
+    yield "| row | break | the named test that failed first (fastest first; one is enough) |"
     yield "|---|---|---|"
     for result in results:
         if result.outcome is not None and result.caught:
@@ -310,10 +403,66 @@ def table(results: Sequence[Result]) -> Iterator[str]:
         yield f"| {result.slug} | {result.broke} | {failed} |"
 
 
+def unbroken_run(
+    chosen: Sequence[tuple[Row, str]], files: Sequence[str], work: Path, jobs: int
+) -> Outcome | int:
+    """Run every named test once in an unbroken copy (``jobs`` workers); an exit code, said,
+    when the copy's code is not what runs (2) or a named test does not pass (1)."""
+    baseline = work / "unbroken"
+    copy_checkout(ROOT, files, baseline)
+    wrong = imported_from(baseline, work / BYTECODE)
+    if wrong:
+        print(f"bite: the copy's code is not what runs: {'; '.join(wrong)}", file=sys.stderr)
+        return 2
+    every_id = list(dict.fromkeys(node for row, _ in chosen for node in row.run_ids))
+    built = sorted({node for row, _ in chosen for node in row.node_ids if deploys(node)})
+    for node in built:
+        print(f"bite: left out (it needs a sam build of each broken template): {node}")
+    print(f"bite: {len(every_id)} named tests in an unbroken copy first", flush=True)
+    log = work / "unbroken.log"
+    clean = run_tests(baseline, every_id, log, work / BYTECODE, workers=jobs if jobs > 1 else 0)
+    shutil.rmtree(baseline, ignore_errors=True)
+    if clean.code == 0:
+        return clean
+    said = EXIT_CODES.get(clean.code, f"pytest exited {clean.code}")
+    broken = ", ".join(clean.failed + clean.errors)
+    print(
+        f"bite: the named tests do not pass unbroken ({said}: {broken}; log: {clean.log})",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def summary(results: Sequence[Result], every: Sequence[Row], one: bool, took: float) -> int:
+    """Print the table and the counts; the exit code."""
+    print()
+    for line in table(results):
+        print(line)
+    missed = [result for result in results if not result.caught]
+    bitten = len({result.row for result in results})
+    print(
+        f"\nbite: {len(results) - len(missed)} of {len(results)} breaks caught, "
+        f"{bitten} rows ({took:.0f} s)"
+    )
+    unbroken = [] if one else [row for row in every if not row.slugs and not row.is_open]
+    if not one:
+        print(f"bite: {sum(1 for row in every if row.is_open)} rows open")
+    for row in unbroken:
+        print(f"bite: a row has no break and is not open: {row.limit[:80]}", file=sys.stderr)
+    for result in missed:
+        print(f"bite: row {result.slug}: {result.problem}", file=sys.stderr)
+    return 1 if missed or unbroken else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--row", help="the break (a row's slug) to apply alone; comma-separated")
+    parser.add_argument(
+        "--jobs", type=int, default=os.process_cpu_count() or 1, help="breaks at a time"
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs is at least 1")
 
     every = rows(DOC.read_text())
     chosen = [(row, slug) for row in every for slug in row.slugs]
@@ -324,61 +473,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bite: no row has the break {', '.join(sorted(unknown))}", file=sys.stderr)
             return 2
         chosen = [(row, slug) for row, slug in chosen if slug in wanted]
-    unbroken = [row for row in every if not row.slugs and not row.is_open]
     started = time.monotonic()
     files = checkout_files(ROOT)
     work = Path(tempfile.mkdtemp(prefix="cmstoken-bite-"))
-    keep = False
+    code = 2
     try:
-        baseline = work / "unbroken"
-        copy_checkout(ROOT, files, baseline)
-        wrong = imported_from(baseline)
-        if wrong:
-            print(f"bite: the copy's code is not what runs: {'; '.join(wrong)}", file=sys.stderr)
-            keep = True
-            return 2
-        every_id = list(dict.fromkeys(node for row, _ in chosen for node in row.run_ids))
-        built = sorted({node for row, _ in chosen for node in row.node_ids if deploys(node)})
-        for node in built:
-            print(f"bite: left out (it needs a sam build of each broken template): {node}")
-        print(f"bite: {len(every_id)} named tests in an unbroken copy first", flush=True)
-        clean = run_tests(baseline, every_id, work / "unbroken.log")
-        shutil.rmtree(baseline, ignore_errors=True)
-        if clean.code != 0:
-            said = EXIT_CODES.get(clean.code, f"pytest exited {clean.code}")
-            broken = ", ".join(clean.failed + clean.errors)
-            print(
-                f"bite: the named tests do not pass unbroken ({said}: {broken}; log: {clean.log})",
-                file=sys.stderr,
-            )
-            keep = True
-            return 1
-        results = []
-        for row, slug in chosen:
-            print(f"bite: {slug} ...", flush=True)
-            results.append(bite(row, slug, files, work))
-        print()
-        for line in table(results):
-            print(line)
-        elapsed = time.monotonic() - started
-        missed = [result for result in results if not result.caught]
-        bitten = len({result.row for result in results})
-        print(
-            f"\nbite: {len(results) - len(missed)} of {len(results)} breaks caught, "
-            f"{bitten} rows ({elapsed:.0f} s)"
-        )
-        if not args.row:
-            opened = sum(1 for row in every if row.is_open)
-            print(f"bite: {opened} rows open")
-        for row in [] if args.row else unbroken:
-            print(f"bite: a row has no break and is not open: {row.limit[:80]}", file=sys.stderr)
-        for result in missed:
-            print(f"bite: row {result.slug}: {result.problem}", file=sys.stderr)
-        keep = bool(missed)
-        return 1 if missed or (unbroken and not args.row) else 0
+        clean = unbroken_run(chosen, files, work, args.jobs)
+        if isinstance(clean, int):
+            code = clean
+            return code
+        results = bite_all(chosen, files, work, clean.times, args.jobs)
+        code = summary(results, every, bool(args.row), time.monotonic() - started)
+        return code
     finally:
-        if not keep:
+        shutil.rmtree(work / BYTECODE, ignore_errors=True)
+        if code == 0:
             shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"bite: the logs are kept in {work}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ name the same."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +108,117 @@ def test_a_patch_that_does_not_apply_is_seen(tmp_path: Path) -> None:
         ["git", "apply", "--check", str(patch)], cwd=ROOT, capture_output=True, check=False
     )
     assert checked.returncode != 0
+
+
+# --- the run's speed: fastest first, one failure enough, breaks in parallel -----------------
+
+
+def test_the_named_tests_run_fastest_first_by_the_unbroken_runs_times() -> None:
+    times = {
+        ("tests.unit.test_a", "test_slow"): 3.0,
+        ("tests.unit.test_a", "test_many[one]"): 0.5,
+        ("tests.unit.test_a", "test_many[two]"): 1.0,
+        ("tests.unit.test_a.TestThing", "test_fast"): 0.1,
+        ("tests.unit.test_b", "test_slow"): 0.2,
+    }
+    slow = "tests/unit/test_a.py::test_slow"
+    many = "tests/unit/test_a.py::test_many"
+    one = "tests/unit/test_a.py::test_many[two]"
+    fast = "tests/unit/test_a.py::TestThing::test_fast"
+    unknown = "tests/unit/test_a.py::test_not_in_the_report"
+    assert bite.seconds(many, times) == 1.5, "a name without parameters counts all of them"
+    assert bite.seconds(one, times) == 1.0
+    assert bite.seconds("tests/unit/test_a.py::test_many[three]", times) == float("inf")
+    assert bite.fastest_first([unknown, slow, many, one, fast], times) == [
+        fast,
+        one,
+        many,
+        slow,
+        unknown,
+    ]
+    assert bite.fastest_first([unknown, "tests/unit/test_c.py::test_x"], times) == [
+        unknown,
+        "tests/unit/test_c.py::test_x",
+    ], "ties keep the order the row names them in"
+
+
+def test_a_breaks_run_stops_at_the_first_failure_but_not_at_an_error(tmp_path: Path) -> None:
+    """The run of a break (``-p bite``) goes on past a set-up error and ends after the first
+    test that fails in its call; the report gives each test's time."""
+    copy = tmp_path / "copy"
+    (copy / "functions").mkdir(parents=True)
+    (copy / "scripts").mkdir()
+    (copy / "scripts" / "bite.py").write_text(Path(bite.__file__).read_text())
+    (copy / "tests").mkdir()
+    (copy / "tests" / "test_it.py").write_text(
+        "import pytest\n\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('set-up')\n\n"
+        "def test_errors(broken):\n    pass\n\n"
+        "def test_passes():\n    pass\n\n"
+        "def test_fails():\n    assert False\n\n"
+        "def test_fails_too():\n    assert False\n"
+    )
+    named = [f"tests/test_it.py::{name}" for name in ("test_errors", "test_passes", "test_fails")]
+    outcome = bite.run_tests(
+        copy, [*named, "tests/test_it.py::test_fails_too"], tmp_path / "log", tmp_path / "pyc"
+    )
+    assert (outcome.code, outcome.failed, outcome.errors) == (1, ["test_fails"], ["test_errors"])
+    assert [bite.seconds(node, outcome.times) < float("inf") for node in named] == [True] * 3
+    assert bite.seconds("tests/test_it.py::test_fails_too", outcome.times) == float("inf")
+    assert not list(copy.rglob("*.pyc")), "bytecode is written under the cache only"
+    assert list((tmp_path / "pyc").rglob("*.pyc"))
+
+
+def test_a_breaks_copy_holds_the_checkout_as_it_is_and_the_patch(tmp_path: Path) -> None:
+    """Each break runs on exactly the checkout's files with its patch applied: the files its
+    patch names differ, and undoing the patch gives the checkout back, byte for byte."""
+    slug = NAMED[0]
+    patch = bite.patch_path(slug)
+    touched = set(re.findall(r"^\+\+\+ b/(\S+)$", patch.read_text(), flags=re.MULTILINE))
+    files = bite.checkout_files(ROOT)
+    copy = tmp_path / slug
+    assert bite.broken_copy(patch, files, copy) is None
+    copied = sorted(str(path.relative_to(copy)) for path in copy.rglob("*") if path.is_file())
+    assert copied == files
+
+    def changed() -> set[str]:
+        return {name for name in files if (copy / name).read_bytes() != (ROOT / name).read_bytes()}
+
+    assert touched
+    assert changed() == touched
+    undone = subprocess.run(
+        ["git", "apply", "-R", str(patch)],
+        cwd=copy,
+        env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert undone.returncode == 0, undone.stderr
+    assert changed() == set()
+
+
+def test_the_breaks_run_at_once_and_are_said_in_the_documents_order(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later break that ends first still comes after the ones before it."""
+    chosen = [(row, slug) for row in ROWS for slug in row.slugs][:4]
+    running: list[str] = []
+    most = [0]
+    lock = threading.Lock()
+
+    def fake(row: bite.Row, slug: str, *_: object) -> bite.Result:
+        with lock:
+            running.append(slug)
+            most[0] = max(most[0], len(running))
+        time.sleep(0.05 * (4 - [s for _, s in chosen].index(slug)))
+        with lock:
+            running.remove(slug)
+        return bite.Result(row, slug, "", None, "not run")
+
+    monkeypatch.setattr(bite, "bite", fake)
+    results = bite.bite_all(chosen, [], Path("unused"), {}, jobs=3)
+    assert [result.slug for result in results] == [slug for _, slug in chosen]
+    assert most[0] == 3
+    said = [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()]
+    assert said == [f"bite: {slug}" for _, slug in chosen]
