@@ -4,7 +4,8 @@ not allowed the event's source: HTTP 200 with ``FailedEntryCount`` 1 and the ent
 https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html).
 moto refuses entries only for a missing source, detail type or detail, or malformed detail,
 none of which the helpers and recipes send. A client reaches it through
-``AWS_ENDPOINT_URL_EVENTBRIDGE``."""
+``AWS_ENDPOINT_URL_EVENTBRIDGE``. ``StubAws`` is the same server for any JSON-protocol call and
+answer."""
 
 from __future__ import annotations
 
@@ -26,11 +27,15 @@ REFUSAL = {
 }
 
 
-class StubEventBridge(http.server.ThreadingHTTPServer):
-    """Answers every PutEvents with ``REFUSAL`` and keeps the requests' entries."""
+class StubAws(http.server.ThreadingHTTPServer):
+    """An AWS JSON-protocol service on 127.0.0.1 giving every request ``answer``; keeps each
+    request's ``X-Amz-Target`` and body. ``target``: the only operation it accepts (``None``:
+    any)."""
 
-    def __init__(self) -> None:
-        self.entries: list[dict[str, Any]] = []
+    def __init__(self, answer: dict[str, Any], target: str | None = None) -> None:
+        self.answer, self.target = answer, target
+        self.targets: list[str] = []
+        self.bodies: list[dict[str, Any]] = []
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -38,14 +43,28 @@ class StubEventBridge(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
+class StubEventBridge(StubAws):
+    """Answers every PutEvents with ``REFUSAL`` and keeps the requests' entries."""
+
+    def __init__(self) -> None:
+        super().__init__(REFUSAL, "AWSEvents.PutEvents")
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return [entry for body in self.bodies for entry in body["Entries"]]
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: StubEventBridge
+    server: StubAws
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert self.headers["X-Amz-Target"] == "AWSEvents.PutEvents"
-        self.server.entries.extend(body["Entries"])
-        answer = json.dumps(REFUSAL).encode()
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        target = self.headers.get("X-Amz-Target", "")
+        assert self.server.target in (None, target), target
+        self.server.targets.append(target)
+        self.server.bodies.append(body)
+        answer = json.dumps(self.server.answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-amz-json-1.1")
         self.send_header("Content-Length", str(len(answer)))
@@ -59,7 +78,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def refusing_eventbridge() -> Iterator[StubEventBridge]:
     """The stub, serving until the block ends."""
-    stub = StubEventBridge()
+    with serving(StubEventBridge()) as stub:
+        yield stub
+
+
+@contextmanager
+def serving[S: StubAws](stub: S) -> Iterator[S]:
+    """``stub`` serving on a thread until the block ends."""
     thread = threading.Thread(target=stub.serve_forever, daemon=True)
     thread.start()
     try:

@@ -10,17 +10,15 @@ server on 127.0.0.1: its request arrives there."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
+
+from eventbridge_stub import StubAws, serving
 
 pytestmark = pytest.mark.integration
 
@@ -37,40 +35,15 @@ def test_the_documented_versions_are_the_changelogs() -> None:
     assert {found[0]: (found[0], found[1]), found[2]: (found[2], found[3])} == FIRST
 
 
-class Recorder(BaseHTTPRequestHandler):
-    """Records each request's ``X-Amz-Target`` and answers an empty ``ListSecrets``."""
-
-    targets: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.targets.append(self.headers.get("X-Amz-Target", ""))
-        body = json.dumps({"SecretList": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
-
-
 @pytest.fixture
-def server() -> Iterator[ThreadingHTTPServer]:
-    Recorder.targets = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    thread.join()
+def server() -> Iterator[StubAws]:
+    """Answers an empty ``ListSecrets``, keeping each request's ``X-Amz-Target``."""
+    with serving(StubAws({"SecretList": []})) as stub:
+        yield stub
 
 
 @pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI")
-def test_the_aws_cli_here_reads_aws_endpoint_url(
-    server: ThreadingHTTPServer, tmp_path: Path
-) -> None:
+def test_the_aws_cli_here_reads_aws_endpoint_url(server: StubAws, tmp_path: Path) -> None:
     shown = subprocess.run(["aws", "--version"], capture_output=True, text=True, check=True)
     release = re.search(r"aws-cli/(\d+)\.(\d+)", shown.stdout + shown.stderr)
     assert release is not None
@@ -81,7 +54,7 @@ def test_the_aws_cli_here_reads_aws_endpoint_url(
         env={
             "PATH": str(Path(shutil.which("aws") or "aws").parent) + ":/usr/bin:/bin",
             "HOME": str(tmp_path),
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.server_address[1]}",
+            "AWS_ENDPOINT_URL": server.url,
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "local",
@@ -94,4 +67,4 @@ def test_the_aws_cli_here_reads_aws_endpoint_url(
         check=False,
     )
     assert ran.returncode == 0, ran.stderr
-    assert Recorder.targets == ["secretsmanager.ListSecrets"]
+    assert server.targets == ["secretsmanager.ListSecrets"]
