@@ -5,8 +5,9 @@ versions in use seeded where the writers' budgets decide. No interleaving puts a
 (``LimitExceededException``) between a spend and its store (I6), and I1-I5 hold; with a budget
 that keeps no room for the writes that follow a spend, the exploration finds the refusal.
 
-``SIMULATION_BOUNDS=verify`` (``make verify``) explores every scenario with faults; the default
-(``make explore``, part of ``make test``) keeps to its time budget.
+``SIMULATION_BOUNDS=verify`` (``make verify``) explores every scenario with a crash and a lost
+answer, and the inside writers' edge with a stale read and with a busy call; the default (``make
+explore``, part of ``make test``) explores the edges without faults, within its time budget.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ EDGES = [s for s in SCENARIOS if s.level == "outside" or s.label() == "scheduled
 DECIDING = [s for s in EDGES if s.label() != "scheduled-operator-outside"]
 CASES: list[tuple[QuotaScenario, Bounds]] = [(s, NONE) for s in EDGES]
 if PROFILE == "verify":
-    FAULTS = Bounds(crashes=1, lost=1, stale=1, busy=1)
-    CASES = [(s, FAULTS) for s in SCENARIOS]
+    FAULTS = Bounds(crashes=1, lost=1, stale=0, lost_endpoints=("refresh", "device_token"))
+    INSIDE = next(s for s in SCENARIOS if s.label() == "scheduled-operator-inside")
+    CASES = [(s, FAULTS) for s in SCENARIOS] + [
+        (INSIDE, Bounds(crashes=0, lost=0, stale=1)),
+        (INSIDE, Bounds(crashes=0, lost=0, stale=0, busy=1)),
+    ]
 
 
 @pytest.mark.timeout(900)
