@@ -17,7 +17,8 @@ all no store after a spend) with I1-I5 and the bootstrap's window (``BootstrapCh
 After the actors, the recovery: the poller (the operator, or the link) polls again when an
 authorization is still pending or a candidate is left, once more a day later if the version
 budget refused that poll (the seeded versions have aged out; the code has expired by then),
-then a clean rotator.
+then a clean rotator, a day later if the budget would refuse it (as it refuses the schedule's
+runs until then).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ class QuotaHarness(BootstrapHarness):
 
     def recover(self, deadline: float) -> None:
         """The poller polls again (when an authorization is still pending or a candidate is
-        left), once more a day later if the budget refused it, then the rotator's recovery."""
+        left), once more a day later if the budget refused it; a day later still if the budget
+        refuses the schedule's refresh; then the rotator's recovery."""
         for wait in (5.0, DAY):
             document = self.world.refresh_document()
             if document.pending is None and document.candidate is None:
@@ -152,7 +154,19 @@ class QuotaHarness(BootstrapHarness):
             self.world.clock.advance(wait)
             if self._poll_again() != "version_budget":
                 break
+        if self._refresh_refused():  # the schedule's runs fail until versions age out
+            self.world.clock.advance(DAY)
         Harness.recover(self, deadline)
+
+    def _refresh_refused(self) -> bool:
+        """Whether the budget refuses the schedule's refresh now (read off the model)."""
+        secret = self.world.secretsmanager.secrets[REFRESH_SECRET]
+        versions = [(v.created, bool(v.stages)) for v in secret.versions.values()]
+        now, writer = self.world.clock.now(), version_budget.Writer.INSIDE
+        return (
+            version_budget.refusal(versions, now, writer, version_budget.PER_REFRESH, "")
+            is not None
+        )
 
     def _poll_again(self) -> str:
         """The operator's poll, or the link's, in the recovery; its status (``version_budget``:
