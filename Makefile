@@ -147,7 +147,7 @@ test: lint template build browser node ci-tools ## Every check: lint, types, tem
 # (the operator at four moments) in `make verify`.
 EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/simulation/test_simulation_broken_variants.py \
   tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py \
-  tests/unit/simulation/test_simulation_week.py
+  tests/unit/simulation/test_simulation_week.py tests/unit/simulation/test_simulation_bootstrap_quota.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)

@@ -12,9 +12,10 @@ pending or a candidate is left), then the clock moves past the leases and into t
 period and a clean rotator runs. ``BootstrapChecker`` checks, after every step, I1, I3, I4, I2
 for the family of the stored credential (the newest token of that family is stored, except
 inside a window or after a documented loss), the bootstrap's own window (an approval received
-is stored, as the credential or the candidate, before anything else) and I5 at every write of
-the credential document; at the end: nothing pending, no candidate, the approval installed
-unless its loss is documented, and the stack healthy or a documented loss reported.
+is stored, as the credential or the candidate, before anything else), I6 (no write of the
+credential refused by the version quota) and I5 at every write of the credential document; at
+the end: nothing pending, no candidate, the approval installed unless its loss is documented,
+and the stack healthy or a documented loss reported.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class BootstrapChecker(InvariantChecker):
     def after(self, step: Step) -> Violation | None:
         self._approval(step)
         return (
-            self._i5(step)
+            self._i6(step)
+            or self._i5(step)
             or self._i1(step)
             or self._window(step)
             or self._i4(step)

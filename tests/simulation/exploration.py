@@ -206,7 +206,7 @@ class Transition:
         kind, _, target = self.action.partition(":")
         if kind == "clock.sleep":
             return frozenset(), frozenset({"clock"})
-        if kind == "secretsmanager.GetSecretValue":
+        if kind in ("secretsmanager.GetSecretValue", "secretsmanager.ListSecretVersionIds"):
             return frozenset({"clock", target}), frozenset()
         if kind.startswith("secretsmanager."):
             return frozenset({"clock"}), frozenset({target})
@@ -234,7 +234,9 @@ def counted(answer: dict[str, Any]) -> dict[str, Any]:
     other steps changes nothing, and a fault there is one at the write that follows. The quota
     itself, with writers racing near it, is tested on its own
     (``tests/unit/simulation/test_simulation_version_quota.py``,
-    ``tests/unit/simulation/test_simulation_version_race.py``)."""
+    ``tests/unit/simulation/test_simulation_version_race.py``) and explored by the scenarios
+    that start near it, where each count is a scheduling point (``Harness.scheduled_counts``,
+    ``simulation.quota_exploration``)."""
     room = version_budget.Writer.OUTSIDE.limit - version_budget.PER_REFRESH
     assert len(answer["Versions"]) < room, "a scenario came near the version quota"
     return answer
@@ -275,6 +277,10 @@ class SchedClock(SimClock):
 
 class Harness(Scheduler):
     """Runs one schedule of a scenario (an ``Interceptor`` for the world's models)."""
+
+    # Counts of the credential's versions are scheduling points (recorded by the subclass that
+    # sets this: ``simulation.quota_exploration``), not ``counted``'s shortcut.
+    scheduled_counts = False
 
     def __init__(self, decide: Decide, bounds: Bounds):
         super().__init__(lambda count: 0)
@@ -381,7 +387,7 @@ class Harness(Scheduler):
     def __call__(
         self, service: str, operation: str, act: Callable[[], Any], *, seconds: float = 0.0
     ) -> Any:
-        if operation == "ListSecretVersionIds":
+        if operation == "ListSecretVersionIds" and not self.scheduled_counts:
             return counted(act())
         actor = cast(SimActor | None, current_actor())
         target = ""
@@ -593,6 +599,7 @@ class Harness(Scheduler):
                 )
                 if error is not None:
                     text = f"{name} writes {target}{tag} {how}: REFUSED ({_code(error)})"
+                    facts["refused"] = _code(error)
                 else:
                     value = secret.versions[token].text
                     summary = _summary(target, value, self.start_at)

@@ -23,7 +23,12 @@ world now breaks, if any:
 - I3: the published service token was verified (a project listing accepted it before it was
   published), and its expiry never moves backwards;
 - I4: actors present at most ``max_refreshes`` distinct refresh tokens (one per due period, one
-  per forced request after the debounce).
+  per forced request after the debounce);
+- I6: no write of the refresh credential is refused by Secrets Manager's version quota
+  (``LimitExceededException``): above all not the store of a token an actor holds (a refresh's
+  or an approval's answer: what it replaced is spent), and not a write whose action the version
+  budget let start (``core.version_budget``: every action counts before its first write, and
+  keeps room for the writes that follow a spend).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ SUCCESS = ("rotated", "skipped")
 MUST_RECOVER_FROM = {"closed": 30.0, "gateway": 300.0, "limit": 300.0, "crash": 300.0}
 # The faults that count towards "a single fault" (a stale read is Secrets Manager's normal).
 FAULTS = ("crash", "lost", "slow", "busy")
+# The error Secrets Manager gives for a quota, here its quota of versions (I6).
+QUOTA_REFUSED = "LimitExceededException"
 
 
 @dataclass
@@ -73,6 +80,7 @@ class Step:
     stored: str | None = None  # the refresh token in a credential version written
     outcome: str | None = None  # an actor's end: its outcome or its exception's type
     loss: str | None = None  # how a refresh's answer was lost (closed, gateway, limit, cut short)
+    refused: str | None = None  # a refused write's AWS error code
 
 
 @dataclass(frozen=True)
@@ -114,12 +122,35 @@ class InvariantChecker:
         if step.action == CREDENTIAL_CALLS[0]:
             self.read_credential.add(step.actor)
         return (
-            self._i1(step)
+            self._i6(step)
+            or self._i1(step)
             or self._window(step)
             or self._i4(step)
             or self._i2(step)
             or self._success_over_spent(step)
             or self._i3(step)
+        )
+
+    def _i6(self, step: Step) -> Violation | None:
+        """A write of the credential refused by the version quota: the store of a token the
+        actor holds (its window), or any write of an action the budget let start."""
+        if step.refused != QUOTA_REFUSED or not step.action.endswith(":credential"):
+            return None
+        token = self.holding.get(step.actor)
+        if token is None:
+            return Violation(
+                "I6",
+                step.number,
+                f"{step.actor}'s write of the credential was refused by the version quota "
+                f"({QUOTA_REFUSED}), although the version budget let its action start",
+            )
+        spent = next((t for t, (_, _, issued) in self.rotated.items() if issued == token), None)
+        what = f"the successor of {label(spent)}, spent" if spent else "an approval's token"
+        return Violation(
+            "I6",
+            step.number,
+            f"{step.actor}'s store of {label(token)} ({what}) was refused by the version quota "
+            f"({QUOTA_REFUSED}): the budget left no room for the writes that follow a spend",
         )
 
     def _i1(self, step: Step) -> Violation | None:

@@ -91,3 +91,26 @@ def test_without_newer_wins_the_first_publication_is_kept(vault: CredentialVault
     marking = document("ours", AUTHORIZED, credential_status=STATUS_REAUTHORIZATION_REQUIRED)
     assert vault.write_published(marking, FakeClock().now() + 60) is False
     assert published_token(vault) == "theirs"
+
+
+@pytest.mark.parametrize(
+    ("theirs_authorized_at", "replaced"),
+    [
+        (AUTHORIZED - 3600, True),  # the credential this authorization replaced
+        (AUTHORIZED, True),  # the same authorization
+        (AUTHORIZED + 3600, False),  # a newer authorization: never undone
+    ],
+)
+def test_a_writer_that_read_nothing_published_never_undoes_a_newer_authorization(
+    vault: CredentialVault, theirs_authorized_at: float, replaced: bool
+) -> None:
+    """A rotation whose read of the published document answered nothing (an eventually
+    consistent read of a secret that had no value before; found by the exploration near the
+    version quota) read it again before its write, and wrote over the token a re-authorization
+    had published meanwhile with its own, from the credential that authorization replaced."""
+    publish_meanwhile(vault, document("theirs", theirs_authorized_at))
+    written = vault.write_published(
+        document("ours", AUTHORIZED), FakeClock().now() + 60, newer_wins=True
+    )
+    assert written is replaced
+    assert published_token(vault) == ("ours" if replaced else "theirs")

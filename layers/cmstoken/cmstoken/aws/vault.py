@@ -166,9 +166,15 @@ class CredentialVault:
         With ``newer_wins``, theirs is kept only when it comes from the same authorization as
         ``document``, or a newer one: a token from an older authorization (a rotation of the
         credential a re-authorization replaced, or its marking) is replaced, so that the
-        published token and its metadata describe the credential in use."""
+        published token and its metadata describe the credential in use. A writer that had
+        read nothing published (the secret was empty, or an eventually consistent read said so)
+        reads it first, and with ``newer_wins`` keeps a token it finds there from a newer
+        authorization: it was published meanwhile, and writing over it would undo that."""
         if self._published_version is None and self.published is None:
-            self.read_published(deadline)
+            theirs = self.read_published(deadline)
+            if newer_wins and _newer_authorization(theirs, document):
+                logger.warning("a service token from a newer authorization is published; kept it")
+                return False
         text = document.to_json()
         for attempt in range(MAX_MERGES + 1):
             try:
@@ -213,3 +219,11 @@ class CredentialVault:
             description="secrets manager",
             attempt_seconds=attempt,
         )
+
+
+def _newer_authorization(theirs: ServiceTokenDocument | None, ours: ServiceTokenDocument) -> bool:
+    """Whether ``theirs`` comes from an authorization newer than the one ``ours`` comes from."""
+    made = ours.authorized_at
+    if theirs is None or made is None:
+        return False
+    return not theirs.older_authorization_than(made) and not theirs.from_authorization(made)
