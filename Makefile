@@ -19,7 +19,7 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
 
-.PHONY: help venv browser node ci-tools lint format unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
+.PHONY: help venv browser node ci-tools lint format check unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -102,6 +102,12 @@ lint: $(STAMP) ## ruff (lint and format check) and mypy
 format: $(STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# scripts/changed_checks.py: the files changed against main's merge base (and the untracked
+# ones), ruff and mypy on them, the unit tests that mirror them (all of tests/unit when it cannot
+# tell). `make test` stays the whole check.
+check: $(STAMP) $(CI_TOOLS) ## The checks of what a change touches: ruff, mypy, the mirrored unit tests (under 2 min)
+	$(BIN)/python scripts/changed_checks.py --jobs $(JOBS)
 
 unit: $(STAMP) $(CI_TOOLS) ## Unit tests (no sockets)
 	$(BIN)/pytest -q $(PARALLEL) tests/unit
