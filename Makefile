@@ -164,8 +164,10 @@ explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interl
 bite: $(STAMP) ## Apply each threat-model row's break in a copy; its named tests must fail (ROW=slug; about 15 min)
 	$(BIN)/python scripts/bite.py $(if $(ROW),--row $(ROW))
 
-verify: $(STAMP) bite ## make bite, then the exploration at deeper bounds (about 40 min on 2 CPUs), printing the counts
-	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py
+# tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here.
+verify: $(STAMP) bite ## make bite, then the exploration at deeper bounds and the 60-day run (about 40 min on 2 CPUs), printing the counts
+	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
+	  tests/integration/test_longrun.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
 	$(BIN)/python scripts/demo.py
