@@ -36,6 +36,9 @@ class Stack:
     secretsmanager: Any
     context_factory: Callable[[], Any]
     aws_calls: Counter[str] = field(default_factory=Counter)
+    # Each secret version's value, once read: a version never changes, and the leak scans of a
+    # property test's examples (one stack for all of them) would read every one again each time.
+    version_texts: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
     def invoke(
         self,
@@ -124,10 +127,12 @@ def secret_values(stack: Stack) -> list[str]:
     for secret_id in (REFRESH_SECRET, SERVICE_SECRET):
         versions = stack.secretsmanager.list_secret_version_ids(SecretId=secret_id)["Versions"]
         for version in versions:
-            text = stack.secretsmanager.get_secret_value(
-                SecretId=secret_id, VersionId=version["VersionId"]
-            )["SecretString"]
-            document = json.loads(text)
+            seen = (secret_id, version["VersionId"])
+            if seen not in stack.version_texts:
+                stack.version_texts[seen] = stack.secretsmanager.get_secret_value(
+                    SecretId=secret_id, VersionId=version["VersionId"]
+                )["SecretString"]
+            document = json.loads(stack.version_texts[seen])
             # the document itself, and a new authorization waiting for its verification
             for section in (document, document.get("candidate") or {}):
                 for key in ("refresh_token", "token"):

@@ -69,19 +69,28 @@ def stack(
     runtime.reset()
 
 
-@pytest.fixture
-def moto_server(monkeypatch: pytest.MonkeyPatch, aws_credentials: None) -> Iterator[str]:
-    """moto's server on 127.0.0.1 (ephemeral port); boto3 reaches it through AWS_ENDPOINT_URL."""
+@pytest.fixture(scope="session")
+def _moto_endpoint() -> Iterator[str]:
+    """One moto server per test process (ephemeral port): each test's ``moto_server`` resets
+    it, and stopping one took half a second (its serve loop's poll) after each of 180 tests."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def moto_server(
+    _moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, aws_credentials: None
+) -> Iterator[str]:
+    """moto's server on 127.0.0.1, empty; boto3 reaches it through AWS_ENDPOINT_URL."""
+    endpoint = _moto_endpoint
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     # moto's backends are process-wide: start and end every test with an empty account.
     requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
     yield endpoint
     requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
-    server.stop()
 
 
 @pytest.fixture

@@ -9,13 +9,17 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.session
 import pytest
+import requests
 from botocore.validate import validate_parameters
 from samcli.vendor.serverlessrepo import publish  # type: ignore[import-untyped]
 from samcli.vendor.serverlessrepo.parser import (  # type: ignore[import-untyped]
@@ -42,16 +46,28 @@ ARTIFACTS = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVers
 SOURCE_URL = "https://example.org/acme/cmstoken"
 SAR = "AWS::ServerlessRepo::Application"
 README = ROOT / "README.md"
+AWS_TESTING = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
-@pytest.fixture(autouse=True)
-def _one_package_at_a_time() -> Iterator[None]:
+@contextmanager
+def one_package_at_a_time() -> Iterator[None]:
     """`make package` writes .aws-sam/packaged.yaml (removing it first) and the build's README
     in the checkout, and each test reads what it packaged: a test in another worker waits for
     this one (a lock on a file), before its fixtures package anything."""
     LOCK.parent.mkdir(exist_ok=True)
     with LOCK.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _one_package_at_a_time() -> Iterator[None]:
+    with one_package_at_a_time():
         yield
 
 
@@ -92,10 +108,48 @@ def package(*arguments: str, env: dict[str, str] | None = None) -> dict[str, Any
     return yaml_parse(PACKAGED.read_text())  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class Made:
+    """What one `make package` made: the packaged template's text, the bucket's objects, and
+    the checkout's README before it ran."""
+
+    text: str
+    objects: dict[str, bytes]
+    readme: bytes
+
+
+@pytest.fixture(scope="module")
+def publishers_package(_moto_endpoint: str) -> Made:
+    """`make package` as a publisher runs it, with SOURCE_URL (HOME_PAGE_URL defaulting to it),
+    once for the tests of a test process that read what it made (it took 6 s each, five times):
+    on an empty moto, in the lock; ``packaged`` puts it back for each test."""
+    with one_package_at_a_time(), pytest.MonkeyPatch.context() as patch:
+        for name, value in {**AWS_TESTING, "AWS_ENDPOINT_URL": _moto_endpoint}.items():
+            patch.setenv(name, value)
+        patch.delenv("AWS_PROFILE", raising=False)
+        requests.post(f"{_moto_endpoint}/moto-api/reset", timeout=10).raise_for_status()
+        built_template()  # fails, saying to run `make build`, when missing or stale
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        PACKAGED.unlink(missing_ok=True)
+        readme = README.read_bytes()
+        package(f"SOURCE_URL={SOURCE_URL}")
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+        objects = {key: s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() for key in keys}
+        made = Made(PACKAGED.read_text(), objects, readme)
+        requests.post(f"{_moto_endpoint}/moto-api/reset", timeout=10).raise_for_status()
+    return made
+
+
 @pytest.fixture
-def packaged(bucket: str) -> dict[str, Any]:
-    """Packaged as a publisher does, with SOURCE_URL (HOME_PAGE_URL defaulting to it)."""
-    return package(f"SOURCE_URL={SOURCE_URL}")
+def packaged(bucket: str, publishers_package: Made) -> dict[str, Any]:
+    """The publisher's package, as `make package` left it: the template in
+    .aws-sam/packaged.yaml, the build's code in the (empty) bucket."""
+    s3 = boto3.client("s3")
+    for key, body in publishers_package.objects.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    PACKAGED.write_text(publishers_package.text)
+    return yaml_parse(publishers_package.text)  # type: ignore[no-any-return]
 
 
 def uploaded(url: str) -> bytes:
@@ -198,9 +252,10 @@ def test_the_packaged_metadata_is_what_sam_publish_sends(packaged: dict[str, Any
     assert SAR not in yaml_parse(request["TemplateBody"]).get("Metadata", {})
 
 
-def test_the_uploaded_readme_links_into_the_source_at_the_packaged_commit(bucket: str) -> None:
-    checkout_readme = README.read_bytes()
-    template = package(f"SOURCE_URL={SOURCE_URL}")
+def test_the_uploaded_readme_links_into_the_source_at_the_packaged_commit(
+    packaged: dict[str, Any], publishers_package: Made
+) -> None:
+    template, checkout_readme = packaged, publishers_package.readme
     assert README.read_bytes() == checkout_readme  # the checkout's README is left as it is
     commit = head_commit()
     readme = uploaded(template["Metadata"][SAR]["ReadmeUrl"]).decode()
@@ -224,7 +279,11 @@ def test_an_explicit_home_page_url_is_kept(bucket: str) -> None:
 
 
 def test_without_a_source_url_or_a_remote_the_fields_stay_out(bucket: str, tmp_path: Path) -> None:
-    package(f"SOURCE_URL={SOURCE_URL}")  # first a run that rewrites the README in the build
+    # First the step of a run with SOURCE_URL that rewrites the README in the build (the whole
+    # `make package` runs in publishers_package).
+    readme_step = [sys.executable, "scripts/sar_urls.py", "readme", ".aws-sam/build/template.yaml"]
+    rewrite = {**os.environ, "SOURCE_URL": SOURCE_URL}
+    subprocess.run(readme_step, cwd=ROOT, env=rewrite, check=True, capture_output=True, timeout=60)
     assert (ROOT / ".aws-sam" / "build" / "README.md").is_file()
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
     # This checkout may have an origin remote; git asked there answers from an empty repository.
