@@ -160,7 +160,7 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
   tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py \
   tests/unit/simulation/test_simulation_week.py tests/unit/simulation/test_simulation_bootstrap_quota.py
 
-explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about 3 min)
+explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about a minute on 2 CPUs)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
 # Each row of docs/threat-model.md names a deliberate break of what holds it
