@@ -124,8 +124,7 @@ class Scheduler:
             finally:
                 actor.state = "done"
 
-        self._hub = getcurrent()
-        runner = _ActorGreenlet(main)
+        runner = _ActorGreenlet(main)  # its parent, where it returns when it ends: this one
         runner.actor = actor
         actor.greenlet = runner
         self._switch_to(actor)
