@@ -302,6 +302,8 @@ class Harness(Scheduler):
         self.world: World
         self.checker: InvariantChecker
         self.start_at = 0.0
+        self.recalled: Recovery | None = None  # the recovery taken from a record, not run
+        self._recording: list[int] | None = None  # the states of a recovery being recorded
 
     def new_world(self, **options: Any) -> World:
         """A world whose every call passes this harness: its scheduling clock, and a stale read
@@ -538,6 +540,8 @@ class Harness(Scheduler):
         between them is no state of the search, and recording it made a state reachable only
         in the orders where that transition comes last. Returns the state's fingerprint."""
         state = self.fingerprint()
+        if self._recording is not None:
+            self._recording.append(self._shared())
         if self.states is not None:
             self.states.add(state)
         return state
@@ -656,8 +660,11 @@ class Harness(Scheduler):
         invariant checker's history (``simulation.invariants.history``). Nothing that records
         the order of steps of different actors: two orders of commuting steps must give one
         fingerprint."""
-        world = self.world
-        actors = tuple(
+        return hash((self._shared(), self._own()))
+
+    def _own(self) -> tuple[Any, ...]:
+        """The fingerprint's part of the actors' own histories."""
+        return tuple(
             (
                 tuple(self.texts.get(actor.name, ())),
                 tuple(self.answers.get(actor.name, ())),
@@ -665,18 +672,29 @@ class Harness(Scheduler):
             )
             for actor in self.actors
         )
+
+    def _shared(self) -> int:
+        """The fingerprint's part but the actors' own histories (after a recovery taken from
+        its record: the state it left)."""
+        if self.recalled is not None:
+            return self.recalled.after
+        world = self.world
         invocations = tuple(sorted(map(repr, self.invocations.values())))
         return hash(
             (
                 _models(world),
                 world.clock.now(),
-                actors,
                 tuple(sorted(self.used.items())),
                 invocations,
                 self.last_deadline,
                 history(self.checker),
             )
         )
+
+    def end_texts(self) -> list[str]:
+        """The texts of the actors' ends and the recovery's, in order."""
+        texts = [step.text for step in self.steps if step.action == "end"]
+        return texts + list(self.recalled.ends) if self.recalled is not None else texts
 
     # --- a whole schedule -------------------------------------------------------------------
 
@@ -701,6 +719,38 @@ class Harness(Scheduler):
         self._step("recovery", "end", f"recovery ends: {outcome}", outcome=outcome.split(" ")[0])
         if self.violation is None:
             self.violation = self.checker.final(len(self.steps))
+
+    def recover_once(self, deadline: float, recoveries: dict[int, Recovery]) -> None:
+        """``recover``, or its record when it ran before from the same state but the actors'
+        histories (``_shared``): the actors are done, and the recovery and the final check read
+        nothing of them, so the same recovery follows. The record gives the states it passed
+        (with these actors' histories) and the state it left, without running its steps again;
+        a recovery that found a violation is not recorded (it runs again, for its trace)."""
+        start = self._shared()
+        known = recoveries.get(start)
+        if known is not None:
+            self.recalled = known
+            if self.states is not None:
+                own = self._own()
+                self.states.update(hash((shared, own)) for shared in known.states)
+            return
+        self._recording = []
+        first = len(self.steps)
+        self.recover(deadline)
+        recorded, self._recording = self._recording, None
+        if self.violation is None:
+            ends = tuple(step.text for step in self.steps[first:] if step.action == "end")
+            recoveries[start] = Recovery(tuple(recorded), self._shared(), ends)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A recovery's record (``Harness.recover_once``): the states it passed, the state it left
+    (each as ``Harness._shared``) and the texts of its ends."""
+
+    states: tuple[int, ...]
+    after: int
+    ends: tuple[str, ...]
 
 
 @dataclass
@@ -849,6 +899,7 @@ def run_schedule(
     *,
     store: StoreFactory | None = None,
     states: set[int] | None = None,
+    recoveries: dict[int, Recovery] | None = None,
 ) -> Harness:
     harness = Harness(decide, bounds)
     harness.states = states
@@ -874,7 +925,10 @@ def run_schedule(
     harness.run()
     deadline = max(deadline, harness.last_deadline)  # past the leases of Lambda's retries too
     if not harness.abandoned and harness.violation is None:
-        harness.recover(deadline)
+        if recoveries is None:
+            harness.recover(deadline)
+        else:
+            harness.recover_once(deadline, recoveries)
     return harness
 
 
@@ -886,16 +940,22 @@ def explore(
     reduce: bool = True,
     prune: bool = True,
     stop_at_first: bool = True,
+    recall: bool = True,
 ) -> Report:
     """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample.
-    ``reduce``: with sleep sets; ``prune``: with state caching (``simulation.search``)."""
+    ``reduce``: with sleep sets; ``prune``: with state caching (``simulation.search``);
+    ``recall``: a recovery from a state met before taken from its record
+    (``Harness.recover_once``)."""
+    recoveries: dict[int, Recovery] | None = {} if recall else None
     setup = (
         f"the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
         f"{', '.join(f'{o} ({r.source})' for o, r in scenario.actors)} start"
     )
     return search(
         Report(scenario.name, bounds),
-        lambda decide, states: run_schedule(scenario, bounds, decide, store=store, states=states),
+        lambda decide, states: run_schedule(
+            scenario, bounds, decide, store=store, states=states, recoveries=recoveries
+        ),
         setup,
         reduce=reduce,
         prune=prune,
@@ -932,10 +992,10 @@ def search(
             report.pruned += 1
         else:
             report.schedules += 1
-            ends = [s.text.split(": ", 1)[1] for s in harness.steps if s.action == "end"]
+            ends = [text.split(": ", 1)[1] for text in harness.end_texts()]
             report.outcomes["; ".join(e.split(" (")[0] for e in ends)] += 1
             report.faults.update(harness.used)
-            finals = sorted(s.text for s in harness.steps if s.action == "end")
+            finals = sorted(harness.end_texts())
             report.finals[harness.fingerprint()] = "; ".join(finals)
         if not explorer.advance():
             break

@@ -1,7 +1,9 @@
 """Issue 38: pruning a schedule at a state explored before (``simulation.search``, state caching
 with sleep sets) loses nothing: with and without it, the search finds the same violations and
 ends in the same final states (fingerprints after the recovery, with the actors' outcomes), on
-bounds small enough for both; a deliberate break is found by both.
+bounds small enough for both; a deliberate break is found by both. Nor does taking a recovery
+from its record when it ran before from the same state but the actors' histories
+(``Harness.recover_once``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 from cmstoken.rotation.rotator import Rotator
 from simulation import bootstrap_exploration, links_exploration
 from simulation.exploration import (
+    ON_LAMBDA,
     SCHEDULED_AND_DUPLICATE_FORCED,
     TWO_ROTATORS,
     Bounds,
@@ -96,3 +99,29 @@ def test_pruning_keeps_the_states_of_the_links_and_the_bootstrap(
         assert pruned.steps < full.steps
         assert pruned.finals == full.finals
         assert pruned.states == full.states
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("scenario", "bounds"),
+    [
+        (TWO_ROTATORS, Bounds(crashes=1, lost=0, stale=0)),
+        (ON_LAMBDA[0], Bounds(crashes=1, lost=1, stale=0, lost_kinds=("lost", "gateway"))),
+    ],
+    ids=["two rotators, a crash", "one invocation on Lambda, a crash and a lost answer"],
+)
+def test_a_recovery_taken_from_its_record_keeps_every_state_final_state_and_outcome(
+    scenario: Scenario, bounds: Bounds, say: Callable[[str], None]
+) -> None:
+    """The recovery runs once per state it starts from (the actors done: their histories left
+    out); every other schedule that ends there takes its record. The same schedules, states,
+    final states, outcomes and violations as running each recovery, in fewer steps."""
+    run = explore(scenario, bounds, stop_at_first=False, recall=False)
+    recalled = explore(scenario, bounds, stop_at_first=False)
+    say(f"[recall] each recovery run: {run.line()}\n[recall] recalled: {recalled.line()}")
+    assert (recalled.schedules, recalled.pruned) == (run.schedules, run.pruned)
+    assert recalled.states == run.states
+    assert recalled.finals == run.finals
+    assert recalled.outcomes == run.outcomes
+    assert recalled.violations == run.violations == set()
+    assert recalled.steps < run.steps
