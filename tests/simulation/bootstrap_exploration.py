@@ -31,6 +31,7 @@ from simulation.exploration import (
     Bounds,
     Decide,
     Harness,
+    Recovery,
     Report,
     Transition,
     search,
@@ -243,6 +244,7 @@ def run_schedule(
     decide: Decide,
     *,
     states: set[int] | None = None,
+    recoveries: dict[int, Recovery] | None = None,
     upstream_first: bool = False,
 ) -> BootstrapHarness:
     """One schedule of ``case``: the rotator (the token due) and an approved poll."""
@@ -271,20 +273,35 @@ def run_schedule(
     )
     harness.run()
     if not harness.abandoned and harness.violation is None:
-        harness.recover(deadline)
+        if recoveries is None:
+            harness.recover(deadline)
+        else:
+            harness.recover_once(deadline, recoveries)
     return harness
 
 
 def explore(
-    case: str, bounds: Bounds, *, upstream_first: bool = False, prune: bool = True
+    case: str,
+    bounds: Bounds,
+    *,
+    upstream_first: bool = False,
+    prune: bool = True,
+    recall: bool = True,
 ) -> Report:
     """Every schedule of ``case`` within ``bounds``; stops at the first counterexample.
-    ``prune``: at states explored before (``simulation.search``)."""
+    ``prune``: at states explored before (``simulation.search``); ``recall``: a recovery from
+    a state met before taken from its record (``Harness.recover_once``)."""
+    recoveries: dict[int, Recovery] | None = {} if recall else None
     setup = "both secrets empty" if case == "first" else "the seeded stack, 19 h later"
     return search(
         Report(f"rotator and approved bootstrap poll ({case})", bounds),
         lambda decide, states: run_schedule(
-            case, bounds, decide, states=states, upstream_first=upstream_first
+            case,
+            bounds,
+            decide,
+            states=states,
+            upstream_first=upstream_first,
+            recoveries=recoveries,
         ),
         f"{setup}; a start, approved; the rotator and a poll start",
         prune=prune,

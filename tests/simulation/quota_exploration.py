@@ -38,6 +38,7 @@ from simulation.exploration import (
     Bounds,
     Decide,
     Harness,
+    Recovery,
     Report,
     search,
 )
@@ -202,6 +203,7 @@ def run_schedule(
     decide: Decide,
     *,
     states: set[int] | None = None,
+    recoveries: dict[int, Recovery] | None = None,
 ) -> QuotaHarness:
     """One schedule: the seeded stack, a re-authorization started (by the operator, or a link)
     and approved, the versions filled to the scenario's level; the rotation and the poll."""
@@ -232,13 +234,20 @@ def run_schedule(
     )
     harness.run()
     if not harness.abandoned and harness.violation is None:
-        harness.recover(deadline)
+        if recoveries is None:
+            harness.recover(deadline)
+        else:
+            harness.recover_once(deadline, recoveries)
     return harness
 
 
-def explore(scenario: QuotaScenario, bounds: Bounds, *, prune: bool = True) -> Report:
+def explore(
+    scenario: QuotaScenario, bounds: Bounds, *, prune: bool = True, recall: bool = True
+) -> Report:
     """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample.
-    ``prune``: at states explored before (``simulation.search``)."""
+    ``prune``: at states explored before (``simulation.search``); ``recall``: a recovery from
+    a state met before taken from its record (``Harness.recover_once``)."""
+    recoveries: dict[int, Recovery] | None = {} if recall else None
     who = "the operator" if scenario.poller == "operator" else f"link {LINK[:8]}"
     setup = (
         f"the seeded stack, {ROTATIONS[scenario.rotation][1] / HOUR:.0f} h later; a start by "
@@ -247,7 +256,9 @@ def explore(scenario: QuotaScenario, bounds: Bounds, *, prune: bool = True) -> R
     )
     return search(
         Report(scenario.name, bounds),
-        lambda decide, states: run_schedule(scenario, bounds, decide, states=states),
+        lambda decide, states: run_schedule(
+            scenario, bounds, decide, states=states, recoveries=recoveries
+        ),
         setup,
         prune=prune,
     )

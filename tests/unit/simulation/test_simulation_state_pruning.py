@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from cmstoken.rotation.rotator import Rotator
-from simulation import bootstrap_exploration, links_exploration
+from simulation import bootstrap_exploration, links_exploration, quota_exploration
 from simulation.exploration import (
     ON_LAMBDA,
     SCHEDULED_AND_DUPLICATE_FORCED,
@@ -101,23 +101,37 @@ def test_pruning_keeps_the_states_of_the_links_and_the_bootstrap(
         assert pruned.states == full.states
 
 
+CRASH = Bounds(crashes=1, lost=0, stale=0)
+QUOTA_EDGE = next(s for s in quota_exploration.SCENARIOS if s.label() == "forced-link-outside")
+# Each harness that takes a recovery from its record: the rotators, the bootstrap, the quota.
+RECALLED: dict[str, Callable[[bool], Report]] = {
+    "two rotators, a crash": lambda recall: explore(
+        TWO_ROTATORS, CRASH, stop_at_first=False, recall=recall
+    ),
+    "one invocation on Lambda, a crash and a lost answer": lambda recall: explore(
+        ON_LAMBDA[0],
+        Bounds(crashes=1, lost=1, stale=0, lost_kinds=("lost", "gateway")),
+        stop_at_first=False,
+        recall=recall,
+    ),
+    "the first bootstrap, a crash": lambda recall: bootstrap_exploration.explore(
+        "first", CRASH, upstream_first=True, recall=recall
+    ),
+    "a forced refresh and a link's poll at the outside edge": lambda recall: (
+        quota_exploration.explore(QUOTA_EDGE, Bounds(crashes=0, lost=0, stale=0), recall=recall)
+    ),
+}
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(
-    ("scenario", "bounds"),
-    [
-        (TWO_ROTATORS, Bounds(crashes=1, lost=0, stale=0)),
-        (ON_LAMBDA[0], Bounds(crashes=1, lost=1, stale=0, lost_kinds=("lost", "gateway"))),
-    ],
-    ids=["two rotators, a crash", "one invocation on Lambda, a crash and a lost answer"],
-)
+@pytest.mark.parametrize("case", list(RECALLED))
 def test_a_recovery_taken_from_its_record_keeps_every_state_final_state_and_outcome(
-    scenario: Scenario, bounds: Bounds, say: Callable[[str], None]
+    case: str, say: Callable[[str], None]
 ) -> None:
     """The recovery runs once per state it starts from (the actors done: their histories left
     out); every other schedule that ends there takes its record. The same schedules, states,
     final states, outcomes and violations as running each recovery, in fewer steps."""
-    run = explore(scenario, bounds, stop_at_first=False, recall=False)
-    recalled = explore(scenario, bounds, stop_at_first=False)
+    run, recalled = RECALLED[case](False), RECALLED[case](True)
     say(f"[recall] each recovery run: {run.line()}\n[recall] recalled: {recalled.line()}")
     assert (recalled.schedules, recalled.pruned) == (run.schedules, run.pruned)
     assert recalled.states == run.states
