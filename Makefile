@@ -15,9 +15,19 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRACKING=0
 
 # pytest-xdist: the tests in as many processes as the machine has CPUs (at most 4; JOBS=1 to run
-# them one at a time); worksteal evens out the long explorations between them.
+# them one at a time); worksteal evens out the long explorations between them. The whole suite
+# (test, unit, integration) runs one process more (but for JOBS=1): a quarter of its tests' time is spent
+# waiting (answers that are slow on purpose, the processes they start), and the extra process
+# fills it; the explorations only compute, one process per CPU.
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
+SUITE_PARALLEL := -n $(shell echo $$(( $(JOBS) > 1 ? $(JOBS) + 1 : 1 ))) --dist worksteal
+# The tests' Pythons (pytest's processes, and every interpreter the tests start: the CLI, sam,
+# recipes) keep their bytecode in one folder inside .venv/, never beside a source (sam build
+# would package it), so that each module is compiled once per run instead of once per process
+# (PYTHONDONTWRITEBYTECODE, when set, is lifted for them: it only keeps bytecode away from
+# the sources, and here it goes elsewhere).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/bytecode $(BIN)/pytest
 
 .PHONY: help venv browser node ci-tools lint format check unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
 
@@ -110,10 +120,10 @@ check: $(STAMP) $(CI_TOOLS) ## The checks of what a change touches: ruff, mypy, 
 	$(BIN)/python scripts/changed_checks.py --jobs $(JOBS)
 
 unit: $(STAMP) $(CI_TOOLS) ## Unit tests (no sockets)
-	$(BIN)/pytest -q $(PARALLEL) tests/unit
+	$(PYTEST) -q $(SUITE_PARALLEL) tests/unit
 
 integration: $(STAMP) browser node ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
-	$(BIN)/pytest -q $(PARALLEL) tests/integration
+	$(PYTEST) -q $(SUITE_PARALLEL) tests/integration
 
 template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml and ci-role.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
@@ -150,7 +160,7 @@ PRE_TEST := lint template build browser node ci-tools
 
 test: ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	@$(MAKE) --no-print-directory -j $(JOBS) --output-sync=target $(PRE_TEST)
-	$(BIN)/pytest -q $(PARALLEL) --durations=25 tests
+	$(PYTEST) -q $(SUITE_PARALLEL) --durations=25 tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
@@ -161,7 +171,7 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
   tests/unit/simulation/test_simulation_week.py tests/unit/simulation/test_simulation_bootstrap_quota.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about a minute on 2 CPUs)
-	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
+	SIMULATION_BOUNDS=explore $(PYTEST) -q $(PARALLEL) $(EXPLORATION)
 
 # Each row of docs/threat-model.md names a deliberate break of what holds it
 # (tests/bite/breaks/*.patch): scripts/bite.py applies each in a temporary copy of the checkout
@@ -172,7 +182,7 @@ bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test mu
 
 # tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here.
 verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds and the 60-day run, printing the counts
-	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
+	SIMULATION_BOUNDS=verify $(PYTEST) -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
 	  tests/integration/test_longrun.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
