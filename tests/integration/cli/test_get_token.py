@@ -320,7 +320,7 @@ def test_denial(emu: Emulator) -> None:
 
 
 def test_expiry_tells_the_user_to_start_again(emu: Emulator) -> None:
-    emu.config.device_code_lifetime = 3
+    emu.config.device_code_lifetime = 2  # room for one poll (at 1 s), then no poll is left
     outcome = interactive(emu, [])
     assert outcome.returncode == 1
     assert outcome.stdout == ""

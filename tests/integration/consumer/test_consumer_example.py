@@ -28,8 +28,13 @@ def test_the_example_consumer_lists_projects(stack: Stack) -> None:
 
 
 def test_the_example_consumer_follows_a_rotation(stack: Stack) -> None:
+    """The cached token (the provider's clock is real time) is refused after the rotation and
+    re-read: the re-read's fleet spread (``refused_spread_seconds``, 10 s by default, a random
+    part of it waited) is scaled down to 1 s in this container, the path the same."""
     stack.seed()
     stack.invoke("consumer_example", {})
+    provider, _ = sys.modules["consumer_example_app"]._session()
+    provider.refused_spread_seconds = 1
     stack.emulator.advance(19 * 3600)
     stack.invoke("rotator", {})
     stack.emulator.advance(6 * 3600)  # the first token has expired; the cache must not serve it

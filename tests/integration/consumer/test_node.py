@@ -100,8 +100,10 @@ class NodeConsumer:
     def run(self, scenario: str, *, options: dict[str, Any] | None = None, **extra: str) -> Any:
         return self.finish(self.start(scenario, options=options, **extra))
 
-    def requests(self, wait: float = 1) -> list[dict[str, Any]]:
-        """The refresh requests that reached the queue (removed from it)."""
+    def requests(self, wait: float = 0) -> list[dict[str, Any]]:
+        """The refresh requests that reached the queue (removed from it). moto's EventBridge
+        puts a matched event on the queue within the ``PutEvents`` call, so once node has
+        exited, every request it sent is there: no wait (``wait``: for a node still running)."""
         answer = self.sqs.receive_message(
             QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait)
         )
@@ -115,7 +117,7 @@ class NodeConsumer:
         does; the event."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and process.poll() is None:
-            events = self.requests()
+            events = self.requests(wait=1)
             if events:
                 assert len(events) == 1, events
                 assert self.stack.invoke("rotator", events[0])["outcome"] == "rotated"
@@ -287,10 +289,10 @@ def test_concurrent_callers_refused_send_one_request_and_get_the_rotated_token(
 
 def test_no_new_token_within_the_wait_is_a_refresh_timeout(node: NodeConsumer) -> None:
     node.republish(token=REFUSED_TOKEN)
-    outcome = node.run("refused", options={"refreshWaitSeconds": 2})
+    outcome = node.run("refused", options={"refreshWaitSeconds": 1})
     assert outcome["ok"] is False
     assert outcome["reason"] == "refresh_timeout"
-    assert "no new one was published within 2 s" in outcome["message"]
+    assert "no new one was published within 1 s" in outcome["message"]
     [event] = node.requests()
     assert event["detail"]["token_fingerprint"] == fingerprint(REFUSED_TOKEN)
 

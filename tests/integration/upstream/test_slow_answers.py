@@ -4,7 +4,9 @@ provider is waited for up to the call's total limit and never sent again.
 The answers here take 11 s of real time, longer than the 10 s per-read timeout that once ended
 such a call (which was then sent again: a reuse that revoked the family, or a second poll of a
 spent device code that dropped the approval), and well inside the default total limit (30 s).
-They run with the product's default transport timeouts, as deployed.
+They run with the product's default transport timeouts, as deployed. get-token's renewal runs
+in a process of its own against an emulator of its own, started with the module (``renewal``),
+so that its 11 s pass while the other tests wait for theirs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -66,29 +70,58 @@ def test_a_slow_approved_poll_is_waited_for_and_not_sent_again(stack: Stack) -> 
     assert stack.published_token_works()
 
 
-def test_get_token_waits_for_a_slow_refresh_answer(emulator: Emulator) -> None:
-    old = emulator.issue_tokens()["refresh_token"]
-    emulator.inject("refresh", "delay", seconds=SLOW_SECONDS)
-    env = {k: v for k, v in os.environ.items() if k != "SERVICE_BASE_URL"}
-    process = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cmstoken.cli.get_token",
-            "--base-url",
-            emulator.base_url,
-            "-r",
-            "-",
-        ],
-        input=old + "\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=SLOW_SECONDS + 60,
-        check=False,
-    )
-    assert process.returncode == 0, process.stderr
-    document = json.loads(process.stdout)
+@dataclass
+class Renewal:
+    """``get-token -r -`` started against ``emulator``, whose refresh answers slowly."""
+
+    emulator: Emulator
+    old: str
+    process: subprocess.Popen[str]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def renewal() -> Iterator[Renewal]:
+    """get-token renewing ``old``, the refresh's answer delayed: started with the first test of
+    the module (its own process and emulator, nothing shared with the other tests), checked by
+    ``test_get_token_waits_for_a_slow_refresh_answer``; killed at the module's end."""
+    with Emulator() as emulator:
+        old = emulator.issue_tokens()["refresh_token"]
+        emulator.inject("refresh", "delay", seconds=SLOW_SECONDS)
+        env = {k: v for k, v in os.environ.items() if k != "SERVICE_BASE_URL"}
+        read, write = os.pipe()  # standard input: the token, then its end
+        os.write(write, (old + "\n").encode())
+        os.close(write)
+        try:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cmstoken.cli.get_token",
+                    "--base-url",
+                    emulator.base_url,
+                    "-r",
+                    "-",
+                ],
+                stdin=read,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        finally:
+            os.close(read)
+        try:
+            yield Renewal(emulator, old, process)
+        finally:
+            process.kill()
+            process.communicate()
+
+
+def test_get_token_waits_for_a_slow_refresh_answer(renewal: Renewal) -> None:
+    emulator, old, process = renewal.emulator, renewal.old, renewal.process
+    stdout, stderr = process.communicate(timeout=SLOW_SECONDS + 60)
+    assert process.returncode == 0, stderr
+    document = json.loads(stdout)
     assert len(refreshes_sent(emulator)) == 1
     assert emulator.refresh_token_valid(document["refresh_token"])
-    assert old not in process.stderr
+    assert old not in stderr
