@@ -22,12 +22,14 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal
 SUITE_PARALLEL := -n $(shell echo $$(( $(JOBS) > 1 ? $(JOBS) + 1 : 1 ))) --dist worksteal
-# The tests' Pythons (pytest's processes, and every interpreter the tests start: the CLI, sam,
-# recipes) keep their bytecode in one folder inside .venv/, never beside a source (sam build
-# would package it), so that each module is compiled once per run instead of once per process
-# (PYTHONDONTWRITEBYTECODE, when set, is lifted for them: it only keeps bytecode away from
-# the sources, and here it goes elsewhere).
-PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/bytecode $(BIN)/pytest
+# Every Python these targets run (the tools, pytest's processes and every interpreter the tests
+# start: the CLI, sam, the recipes) keeps its bytecode in one folder inside .venv/, never beside
+# a source (sam build would package it): each module used is compiled once, when first imported,
+# and read by every later process. pip installs without compiling (it would compile all ~10,000
+# modules, most never imported, for half a minute). PYTHONDONTWRITEBYTECODE, when set, is lifted
+# here: it keeps bytecode away from the sources, and here it goes elsewhere.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/bytecode
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help venv browser node ci-tools lint format check unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
 
@@ -38,14 +40,14 @@ $(DEPS): requirements-dev.txt
 	@python=$$(scripts/find-python) && \
 	  echo "Creating $(VENV) with $$python and the pinned dependencies (about a minute, once)" && \
 	  rm -rf $(VENV) && "$$python" -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	@$(BIN)/python -m pip install --quiet --no-compile --upgrade pip
+	@$(BIN)/python -m pip install --quiet --no-compile -r requirements-dev.txt
 	@touch $@
 
 # setuptools' box about editable installs warns of a folder named like the package in the
 # working directory; there is none at the top level here, so it is silenced.
 $(STAMP): $(DEPS) pyproject.toml
-	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
 	@echo "$(VENV) is ready"
 	@touch $@
 
@@ -120,10 +122,10 @@ check: $(STAMP) $(CI_TOOLS) ## The checks of what a change touches: ruff, mypy, 
 	$(BIN)/python scripts/changed_checks.py --jobs $(JOBS)
 
 unit: $(STAMP) $(CI_TOOLS) ## Unit tests (no sockets)
-	$(PYTEST) -q $(SUITE_PARALLEL) tests/unit
+	$(BIN)/pytest -q $(SUITE_PARALLEL) tests/unit
 
 integration: $(STAMP) browser node ## Integration tests (emulator and moto server on 127.0.0.1; headless Chromium)
-	$(PYTEST) -q $(SUITE_PARALLEL) tests/integration
+	$(BIN)/pytest -q $(SUITE_PARALLEL) tests/integration
 
 template: $(STAMP) ## sam validate --lint and cfn-lint on template.yaml; cfn-lint on consumer.yaml and ci-role.yaml
 	$(TOOL_ENV) $(BIN)/sam validate --lint --template template.yaml
@@ -160,7 +162,7 @@ PRE_TEST := lint template build browser node ci-tools
 
 test: ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	@$(MAKE) --no-print-directory -j $(JOBS) --output-sync=target $(PRE_TEST)
-	$(PYTEST) -q $(SUITE_PARALLEL) --durations=25 tests
+	$(BIN)/pytest -q $(SUITE_PARALLEL) --durations=25 tests
 
 # The bounded exploration of the rotation (docs/how-we-know-it-holds.md); `make test` runs the
 # same tests at the same bounds as part of tests/, so it is not a prerequisite of `test`.
@@ -171,7 +173,7 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
   tests/unit/simulation/test_simulation_week.py tests/unit/simulation/test_simulation_bootstrap_quota.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about a minute on 2 CPUs)
-	SIMULATION_BOUNDS=explore $(PYTEST) -q $(PARALLEL) $(EXPLORATION)
+	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
 # Each row of docs/threat-model.md names a deliberate break of what holds it
 # (tests/bite/breaks/*.patch): scripts/bite.py applies each in a temporary copy of the checkout
@@ -182,7 +184,7 @@ bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test mu
 
 # tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here.
 verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds and the 60-day run, printing the counts
-	SIMULATION_BOUNDS=verify $(PYTEST) -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
+	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
 	  tests/integration/test_longrun.py
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
