@@ -65,18 +65,17 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
 
 
 def on_the_local_stack(
-    script: str, folder: Path, env: dict[str, str], timeout: float = 120, *, pipefail: bool = True
+    script: str, folder: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    """``script`` in bash after sourcing the local stack's file (``pipefail``: a pipeline
-    fails when any of its commands does; a pasted recipe runs as an interactive shell would)."""
-    options = ["-o", "pipefail"] if pipefail else []
+    """``script`` in bash after sourcing the local stack's file, with ``pipefail`` (a pipeline
+    fails when any of its commands does)."""
     return subprocess.run(
-        ["bash", *options, "-c", f". .venv/local-stack.env\n{script}"],
+        ["bash", "-o", "pipefail", "-c", f". .venv/local-stack.env\n{script}"],
         cwd=folder,
         env=env,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=120,
         stdin=subprocess.DEVNULL,
         check=False,
     )
@@ -151,7 +150,7 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
     # rotator has run on the request, not at the end of its 5 s step (wakeable_sleep).
     env, rotator_ran = wakeable_sleep(env, tmp_path)
     time.sleep(int(MIN_REFRESH))  # past the debounce of the demo's last refresh
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # a pasted recipe, as an interactive shell runs it: no pipefail
         ["bash", "-c", f". .venv/local-stack.env\n{recipe('refresh-request')}"],
         cwd=folder,
         env={
