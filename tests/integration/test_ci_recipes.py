@@ -48,6 +48,7 @@ from deployment import without_novalue_items
 from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
 from support import JWT_SHAPE, recipe
+from wakeable_sleep import wakeable_sleep
 
 pytestmark = [
     pytest.mark.integration,
@@ -170,11 +171,14 @@ def configure_aws_credentials(step: dict[str, Any], variables: dict[str, str]) -
 
 
 def start_github_job(
-    directory: Path, endpoint: str, variables: dict[str, str]
+    directory: Path, endpoint: str, variables: dict[str, str], runner_path: str | None = None
 ) -> subprocess.Popen[str]:
     """The workflow's steps up to its ``run:`` step, which is started (standard error into
-    standard output, as the runner logs them)."""
+    standard output, as the runner logs them). ``runner_path``: the runner's PATH, when the
+    test puts a stand-in for a tool first on it."""
     env = {**base_env(directory, endpoint), "GITHUB_ACTIONS": "true", "CI": "true"}
+    if runner_path is not None:
+        env["PATH"] = runner_path
     checkout_step, credentials_step, run_step = github_steps()
     assert checkout_step["uses"].startswith("actions/checkout@")
     checkout(directory)
@@ -218,8 +222,9 @@ def test_the_github_job_gets_a_new_token_when_the_api_refuses_its_own(
 ) -> None:
     """The API refuses the published token (a 401): the step reads the secret again (the same
     token), sends the refresh request that the stack's rule takes, and once the rotator has
-    published a new token, calls again with it. No token reaches the log; both are masked
-    before any use."""
+    published a new token, calls again with it (at its next read of the secret, not at the end
+    of its 5 s step: ``wakeable_sleep``). No token reaches the log; both are masked before any
+    use."""
     stack = server_stack
     stack.seed()
     publish_refreshed(stack, 3600)  # past the debounce by this machine's clock
@@ -234,7 +239,10 @@ def test_the_github_job_gets_a_new_token_when_the_api_refuses_its_own(
         "CMS_REGION": REGION,
         "CMS_TOKEN_SECRET_ARN": secret_arn(stack),
     }
-    job = start_github_job(tmp_path, os.environ["AWS_ENDPOINT_URL"], variables)
+    runner, rotator_ran = wakeable_sleep(base_env(tmp_path, ""), tmp_path)
+    job = start_github_job(
+        tmp_path, os.environ["AWS_ENDPOINT_URL"], variables, runner_path=runner["PATH"]
+    )
     try:
         messages: list[Any] = []
         started = time.monotonic()
@@ -250,6 +258,7 @@ def test_the_github_job_gets_a_new_token_when_the_api_refuses_its_own(
         assert detail["token_fingerprint"] == fingerprint(old)
         stack.emulator.advance(600 + 1)  # the rotator's own debounce, on the emulator's clock
         assert stack.invoke("rotator", event)["outcome"] == "rotated"
+        rotator_ran.touch()
         output, _ = job.communicate(timeout=RUN_TIMEOUT)
     finally:
         if job.poll() is None:
