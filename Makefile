@@ -172,6 +172,12 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
   tests/unit/simulation/test_simulation_bootstrap_faults.py tests/unit/simulation/test_simulation_links.py \
   tests/unit/simulation/test_simulation_week.py tests/unit/simulation/test_simulation_bootstrap_quota.py
 
+# Property tests that run fewer examples in `make test` than in `make verify` (SIMULATION_BOUNDS=verify:
+# the full counts, said in each test's docstring).
+PROPERTIES := tests/integration/rotation/test_rotation_properties.py \
+  tests/integration/bootstrap/test_device_answer_properties.py \
+  tests/unit/links/test_link_token_properties.py tests/unit/template/test_sar_readme.py
+
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about a minute on 2 CPUs)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)
 
@@ -182,10 +188,11 @@ explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interl
 bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test must fail (ROW=slug; about 4 min on 2 CPUs)
 	$(BIN)/python scripts/bite.py --jobs $(JOBS) $(if $(ROW),--row $(ROW))
 
-# tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here.
-verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds and the 60-day run, printing the counts
+# tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here;
+# $(PROPERTIES): their full counts of examples here.
+verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds, the 60-day run and the property tests at their full counts, printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
-	  tests/integration/test_longrun.py
+	  tests/integration/test_longrun.py $(PROPERTIES)
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)
 	$(BIN)/python scripts/demo.py

@@ -65,6 +65,24 @@ def _isolated_logging_and_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     library.setLevel(saved[2])
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _moto_modules_listed_once() -> Iterator[None]:
+    """moto's server lists moto's package directory (a stat of each of its hundreds of entries)
+    for every request it serves, to see whether the Host header names a service; the package
+    does not change while the tests run, so it is listed once. (Where moto is not imported, as
+    in a run of unit tests alone, there is nothing to do.)"""
+    backends = sys.modules.get("moto.backends")
+    if backends is None:
+        yield
+        return
+    names = vars(backends)
+    listing = names["list_of_moto_modules"]
+    listed = tuple(listing())
+    names["list_of_moto_modules"] = lambda: listed
+    yield
+    names["list_of_moto_modules"] = listing
+
+
 @pytest.fixture
 def lambda_logs(capsys: pytest.CaptureFixture[str]) -> None:
     """Route the handlers' structured logs (Powertools' handler, which the library's loggers

@@ -405,6 +405,7 @@ class Deployer:
     timeout: float = 30.0
 
     def deploy(self, stack_name: str, offered: Mapping[str, str]) -> DeployedStack:
+        _parse_each_template_once()  # in moto's server, which runs in this process
         values = parameter_values(self.transformed, offered)
         pseudo = pseudo_parameters(stack_name, self.region, self.account_id)
         # moto checks neither the Rules nor the conditions' errors; CloudFormation checks both
@@ -716,6 +717,28 @@ def policy_statements(document: Any) -> list[dict[str, Any]]:
 def server_client(service: str) -> Any:
     """A client of moto's server (``AWS_ENDPOINT_URL``, set by the ``moto_server`` fixture)."""
     return boto3.client(service)  # type: ignore[call-overload]
+
+
+def _parse_each_template_once() -> None:
+    """moto's CloudFormation parses a stack's template text (our JSON) with PyYAML's pure-Python
+    loader at each CreateStack and UpdateStack, about half a second for this template; the parse
+    is a pure function of the text, so each text is parsed once in a process and moto gets a
+    deep copy of that parse (its own to change, as before)."""
+    from moto.cloudformation.models import Stack
+
+    parse = vars(Stack)["parse_template"].__func__
+    if getattr(parse, "parses_once", False):
+        return
+    parsed: dict[str, Any] = {}
+
+    def parse_template(template: str) -> dict[str, Any]:
+        if template not in parsed:
+            parsed[template] = parse(template)
+        found: dict[str, Any] = copy.deepcopy(parsed[template])
+        return found
+
+    parse_template.parses_once = True  # type: ignore[attr-defined]
+    Stack.parse_template = staticmethod(parse_template)  # type: ignore[method-assign]
 
 
 def server_deployer(bucket: str) -> Deployer:

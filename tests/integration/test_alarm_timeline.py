@@ -100,8 +100,10 @@ def test_an_upstream_outage_raises_failing_then_expiring_once_and_clears_both(
     timeline = make_timeline()
     timeline.bootstrap()
     timeline.scheduled(18 * HOUR)
-    timeline.stack.emulator.inject("refresh", "status", times=100_000, status=503)
+    # Queued faults are objects, one a request: ten thousand outlast the outage (checked).
+    timeline.stack.emulator.inject("refresh", "status", times=10_000, status=503)
     timeline.scheduled(5 * HOUR)  # the token has about one hour left
+    assert timeline.stack.emulator.counts["refresh"] < 10_000  # every refresh met the outage
     timeline.stack.emulator.clear_faults()
     timeline.scheduled(DAY)
     changes = assert_alarmed(timeline, {"RotationFailingAlarm": 1, "ServiceTokenExpiringAlarm": 1})

@@ -4,9 +4,14 @@ sloppy, hostile), the real bootstrap (moto, the emulator over HTTP) polls the sp
 every refresh token the answer carries when nothing else is active (a first authorization),
 replaces an active credential only with a new one it has verified, and never drops a usable
 approval because an optional field (``expires_in``, ``scope``, ``id_token``) was missing or
-sloppy (RFC 6749 5.1). The same answer shapes as the refresh's property test."""
+sloppy (RFC 6749 5.1). The same answer shapes as the refresh's property test.
+
+``SIMULATION_BOUNDS=verify`` (``make verify``) runs the 80 examples; the default (``make test``)
+30 (the search is derandomized in both)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +24,7 @@ from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
 pytestmark = pytest.mark.integration
 
 HOUR = 3600
+EXAMPLES = 80 if os.environ.get("SIMULATION_BOUNDS") == "verify" else 30
 
 
 def usable_access_token(answer: AnswerShape) -> bool:
@@ -44,7 +50,7 @@ def start_over(stack: Stack, first: bool) -> None:
 
 
 @settings(
-    max_examples=80,
+    max_examples=EXAMPLES,
     deadline=None,
     derandomize=True,
     database=None,
