@@ -118,7 +118,10 @@ def test_a_due_run_rotates_with_only_the_calls_the_guarantees_need(
     )
     metrics = emitted_metrics(capsys.readouterr().out)
     assert metrics["RotationSucceeded"] == [1]
-    assert metrics["RefreshTokenAgeSeconds"] == [0]
+    # The token was refreshed in this run: its age is the run's own seconds since the refresh
+    # (the stack's clock keeps real time; a busy machine takes a second or more), not hours.
+    [age] = metrics["RefreshTokenAgeSeconds"]
+    assert 0 <= age <= 30
 
 
 def test_forced_runs_are_debounced_by_the_minimum_interval(stack: Stack) -> None:
