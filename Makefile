@@ -176,7 +176,8 @@ EXPLORATION := tests/unit/simulation/test_simulation_exploration.py tests/unit/s
 # the full counts, said in each test's docstring).
 PROPERTIES := tests/integration/rotation/test_rotation_properties.py \
   tests/integration/bootstrap/test_device_answer_properties.py \
-  tests/unit/links/test_link_token_properties.py tests/unit/template/test_sar_readme.py
+  tests/unit/links/test_link_token_properties.py tests/unit/template/test_sar_readme.py \
+  tests/integration/test_simulation_conformance.py tests/integration/test_simulation_links_conformance.py
 
 explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interleavings and faults (about a minute on 2 CPUs)
 	SIMULATION_BOUNDS=explore $(BIN)/pytest -q $(PARALLEL) $(EXPLORATION)

@@ -8,19 +8,18 @@ idle lifetime (1,440 runs, about 25 s on 2 cores). See docs/how-we-know-it-holds
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from cmstoken.upstream.service import ServiceClient
 from harness import Stack
+from support import DEEPER
 
 pytestmark = pytest.mark.integration
 
 HOUR = 3600
 DAY = 24 * HOUR
 # (days, the tenant's idle lifetime in days): None keeps the emulator's default (30 days).
-RUN = (60, None) if os.environ.get("SIMULATION_BOUNDS") == "verify" else (10, 4)
+RUN = (60, None) if DEEPER else (10, 4)
 
 
 def test_hourly_runs_past_the_idle_lifetime_keep_a_working_token(server_stack: Stack) -> None:

@@ -19,6 +19,9 @@ of ``ListSecretVersionIds`` without ``IncludeDeprecated`` while moto lists them 
 Time: the emulator's clock is real time plus an offset, so steps move both clocks by amounts
 whose sums stay whole seconds away from every boundary the models compare against (the reuse
 interval, the token and family lifetimes).
+
+``make verify`` runs each comparison's full count of sequences, ``make test`` a third
+(``support.examples``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from simulation.upstream import (
     jwt_claims,
 )
 from simulation.world import SimClock
+from support import examples
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +63,7 @@ CONFORMANCE = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=40,
+    max_examples=examples(40),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -145,7 +149,7 @@ def _applicable(model: SecretsManagerModel, op: Op) -> bool:
     return not (op[0] == "list" and op[1] not in model.secrets)
 
 
-@settings(CONFORMANCE, max_examples=100)
+@settings(CONFORMANCE, max_examples=examples(100))
 @given(
     ops=st.lists(secret_ops, min_size=1, max_size=16).map(
         lambda ops: [("create", "alpha", None), *ops]
@@ -384,7 +388,7 @@ def run_both(emulator: Emulator, reuse_interval: float, ops: list[Op]) -> list[A
     return outcomes
 
 
-@settings(CONFORMANCE, max_examples=150)
+@settings(CONFORMANCE, max_examples=examples(150))
 @given(
     reuse_interval=st.sampled_from(REUSE_INTERVALS),
     ops=st.lists(upstream_ops, min_size=1, max_size=16).map(
@@ -649,7 +653,7 @@ def run_device_flows(emulator: Emulator, ops: list[Op]) -> list[Any]:
     return outcomes
 
 
-@settings(CONFORMANCE, max_examples=120)
+@settings(CONFORMANCE, max_examples=examples(120))
 @given(
     ops=st.lists(device_ops, min_size=6, max_size=24).map(
         lambda ops: [("start", CLIENT_ID, True, True), *ops]

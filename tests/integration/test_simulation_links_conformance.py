@@ -7,6 +7,9 @@ Outcomes compared: every adapter call's answer (written or refused, when a link 
 its error type and AWS code, and the table's items after every step; for SNS, published or the
 error code. Times are drawn around every boundary the conditions compare against (a claim's
 lease, a day, an hour).
+
+``make verify`` runs each comparison's full count of sequences, ``make test`` a third
+(``support.examples``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from cmstoken.aws.topic import Topic
 from cmstoken.core.errors import CmsTokenError
 from simulation.dynamodb import DynamoDBModel
 from simulation.sns import SnsModel
+from support import examples
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +37,7 @@ CONFORMANCE = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=60,
+    max_examples=examples(60),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 TABLE = "links"
@@ -133,7 +137,7 @@ def _table(client: Any) -> None:
     )
 
 
-@settings(CONFORMANCE, max_examples=120)
+@settings(CONFORMANCE, max_examples=examples(120))
 @given(ops=st.lists(link_ops, min_size=1, max_size=14))
 def test_the_dynamodb_model_answers_the_links_table_as_moto_does(
     moto_server: str, ops: list[Op]

@@ -6,12 +6,9 @@ replaces an active credential only with a new one it has verified, and never dro
 approval because an optional field (``expires_in``, ``scope``, ``id_token``) was missing or
 sloppy (RFC 6749 5.1). The same answer shapes as the refresh's property test.
 
-``SIMULATION_BOUNDS=verify`` (``make verify``) runs the 80 examples; the default (``make test``)
-30 (the search is derandomized in both)."""
+``make verify`` runs the 80 examples, ``make test`` a third (``support.examples``)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,11 +17,12 @@ from hypothesis import strategies as st
 from answer_shapes import DROP, KEEP, AnswerShape, answer_shapes, set_
 from cmstoken.aws.documents import RefreshSecret
 from harness import REFRESH_SECRET, SERVICE_SECRET, Stack, secret_values
+from support import examples
 
 pytestmark = pytest.mark.integration
 
 HOUR = 3600
-EXAMPLES = 80 if os.environ.get("SIMULATION_BOUNDS") == "verify" else 30
+EXAMPLES = examples(80)
 
 
 def usable_access_token(answer: AnswerShape) -> bool:

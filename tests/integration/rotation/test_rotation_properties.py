@@ -3,13 +3,11 @@ however Secrets Manager treats the write that follows, the real rotator (moto's 
 HTTP, the emulator over HTTP) keeps every refresh token an answer carries, never sends a refresh
 token twice, publishes nothing unverified, and fails only with the project's errors.
 
-``SIMULATION_BOUNDS=verify`` (``make verify``) runs the 120 examples; the default (``make
-test``) 40 (the search is derandomized in both)."""
+``make verify`` runs the 120 examples, ``make test`` a third (``support.examples``)."""
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +28,12 @@ from cmstoken.core.errors import (
 )
 from cmstoken.core.redaction import fingerprint
 from harness import Stack, not_at_risk
-from support import emitted_metrics, replayed_refresh_tokens
+from support import emitted_metrics, examples, replayed_refresh_tokens
 
 pytestmark = pytest.mark.integration
 
 HOUR = 3600
-EXAMPLES = 120 if os.environ.get("SIMULATION_BOUNDS") == "verify" else 40
+EXAMPLES = examples(120)
 STORE_CODES = [
     "ThrottlingException",
     "LimitExceededException",

@@ -2,12 +2,11 @@
 claims until it expires, no single-character change or truncation of one is ever valid, no
 text makes ``check`` raise, and a link signed with another key is void or tampered.
 
-``SIMULATION_BOUNDS=verify`` (``make verify``) runs 300 examples of each property; the default
-(``make test``) 100."""
+``make verify`` runs 300 examples of each property, ``make test`` a third
+(``support.examples``)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cmstoken.links.tokens import Claims, Refusal, check, key_id, sign
+from support import examples
 from unit.links.link_samples import (
     KEY,
     NAMES,
@@ -25,7 +25,7 @@ from unit.links.link_samples import (
     valid_claims,
 )
 
-EXAMPLES = 300 if os.environ.get("SIMULATION_BOUNDS") == "verify" else 100
+EXAMPLES = examples(300)
 PROPERTY_SETTINGS = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

@@ -12,7 +12,6 @@ of each (the search is derandomized in both)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from sar_urls import (
     relative_links,
     resolve,
 )
+from support import DEEPER
 from yaml_state import safe_loader_restored
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,9 +45,8 @@ README = (ROOT / "README.md").read_text()
 
 SOURCE = "https://git.example.test/acme/cmstoken"
 REF = "0123456789abcdef0123456789abcdef01234567"
-FULL = os.environ.get("SIMULATION_BOUNDS") == "verify"
 PROPERTIES = settings(
-    derandomize=True, database=None, max_examples=500 if FULL else 125, deadline=None
+    derandomize=True, database=None, max_examples=500 if DEEPER else 125, deadline=None
 )
 
 
@@ -282,7 +281,7 @@ SOUP = st.lists(
 ).map("".join)  # fmt: skip
 
 
-@settings(PROPERTIES, max_examples=2000 if FULL else 500)
+@settings(PROPERTIES, max_examples=2000 if DEEPER else 500)
 @given(SOUP)
 def test_only_the_relative_links_of_any_text_change(text: str) -> None:
     rewritten = absolute_links(text, SOURCE, REF)
