@@ -190,9 +190,11 @@ bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test mu
 	$(BIN)/python scripts/bite.py --jobs $(JOBS) $(if $(ROW),--row $(ROW))
 
 # tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here;
-# $(PROPERTIES): their full counts of examples here.
+# $(PROPERTIES): their full counts of examples here; the exhaustive enumerations of two rotators
+# and of a re-authorization beside a rotation (test_simulation_*schedules.py) here only.
 verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds, the 60-day run and the property tests at their full counts, printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
+	  tests/unit/simulation/test_simulation_schedules.py tests/unit/simulation/test_simulation_bootstrap_schedules.py \
 	  tests/integration/test_longrun.py $(PROPERTIES)
 
 demo: $(STAMP) ## The lifecycle locally against the emulator (INTERACTIVE=1: approve in a browser; KEEP=1: keep the stack up for cmstoken-admin)

@@ -6,6 +6,11 @@ Checked in every schedule: I1 (no refresh token is presented again after the ide
 acted on it, outside the reuse interval), the stored refresh token is the family's newest and
 usable, and the published service token is accepted. A variant whose writes ignore the version
 they replace (no ``ClientRequestToken`` conflict) must be caught: the harness bites.
+
+The exhaustive enumeration (4850 schedules, every call a scheduling point, no reduction) runs
+in ``make verify``; ``make test`` explores the same two rotators with faults, reduced
+(``test_simulation_exploration.py``), and compares the reduced search with the full one
+(``test_simulation_reduction.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from cmstoken.aws.secrets import SecretStore
 from cmstoken.core.triggers import RotationRequest
 from simulation.scheduler import Explorer, Scheduler, SchedulingError, explore
 from simulation.world import HOUR, World
+from support import DEEPER
 
 SCHEDULED = RotationRequest(forced=False, source="schedule")
 LIMIT = 20_000
@@ -59,6 +65,7 @@ def violations(world: World) -> list[str]:
     return found
 
 
+@pytest.mark.skipif(not DEEPER, reason="the exhaustive enumeration runs in make verify")
 def test_every_interleaving_of_two_rotators_keeps_the_guarantees(
     say: Callable[[str], None],
 ) -> None:
