@@ -57,7 +57,9 @@ def dev_pins() -> dict[str, str]:
 
 def install_runtime(directory: Path) -> None:
     """The Lambda runtime's boto3, emulated: boto3 and its dependencies at the development pins,
-    in a directory of their own, precompiled (pip's default, as the runtime ships them)."""
+    in a directory of their own, precompiled (pip's default, as the runtime ships them): beside
+    their sources, so none of the caller's PYTHON* settings (PYTHONPYCACHEPREFIX, which the
+    Makefile sets, would put the bytecode elsewhere, and each cold start would compile)."""
     pins = dev_pins()
     missing = [name for name in RUNTIME_DISTRIBUTIONS if name not in pins]
     if missing:
@@ -78,6 +80,7 @@ def install_runtime(directory: Path) -> None:
         ],
         capture_output=True,
         text=True,
+        env={name: value for name, value in os.environ.items() if not name.startswith("PYTHON")},
         check=False,
     )
     if completed.returncode != 0:
