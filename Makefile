@@ -16,8 +16,8 @@ TOOL_ENV := AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 SAM_CLI_CONTACT_TRA
 
 # pytest-xdist: the tests in as many processes as the machine has CPUs (at most 4; JOBS=1 to run
 # them one at a time); worksteal evens out the long explorations between them. The whole suite
-# (test, unit, integration) runs one process more (but for JOBS=1): a quarter of its tests' time is spent
-# waiting (answers that are slow on purpose, the processes they start), and the extra process
+# (test, unit, integration) runs one process more, but for JOBS=1: a quarter of its tests' time
+# is spent waiting (answers slow on purpose, the processes they start), and the extra process
 # fills it; the explorations only compute, one process per CPU.
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PARALLEL := -n $(JOBS) --dist worksteal

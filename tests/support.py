@@ -954,6 +954,18 @@ class OnATerminal:
         return self.process.returncode, stdout.decode(), self.shown.splitlines()
 
 
+@contextlib.contextmanager
+def killed_if_running(process: subprocess.Popen[Any]) -> Iterator[None]:
+    """On the way out, ``process`` killed and reaped if it still runs (the test failed, or
+    timed out waiting for it, while it ran)."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 def get_token_env(**overrides: str) -> dict[str, str]:
     """This environment without get-token's own settings (``SERVICE_BASE_URL``,
     ``CMS_REFRESH_TOKEN``), ``overrides`` added."""

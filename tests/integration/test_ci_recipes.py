@@ -47,7 +47,7 @@ from cmstoken.core.redaction import fingerprint
 from deployment import without_novalue_items
 from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
-from support import JWT_SHAPE, recipe
+from support import JWT_SHAPE, killed_if_running, recipe
 from wakeable_sleep import wakeable_sleep
 
 pytestmark = [
@@ -243,7 +243,7 @@ def test_the_github_job_gets_a_new_token_when_the_api_refuses_its_own(
     job = start_github_job(
         tmp_path, os.environ["AWS_ENDPOINT_URL"], variables, runner_path=runner["PATH"]
     )
-    try:
+    with killed_if_running(job):
         messages: list[Any] = []
         started = time.monotonic()
         while not messages and time.monotonic() - started < 45 and job.poll() is None:
@@ -260,10 +260,6 @@ def test_the_github_job_gets_a_new_token_when_the_api_refuses_its_own(
         assert stack.invoke("rotator", event)["outcome"] == "rotated"
         rotator_ran.touch()
         output, _ = job.communicate(timeout=RUN_TIMEOUT)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
     new = stack.service_document().token
     assert new != old
     assert job.returncode == 0, output

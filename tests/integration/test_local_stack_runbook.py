@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support import kept_demo, recipe
+from support import kept_demo, killed_if_running, recipe
 from wakeable_sleep import wakeable_sleep
 
 pytestmark = pytest.mark.integration
@@ -164,17 +164,13 @@ def test_a_refresh_request_reaches_the_rotator_and_a_new_token_comes(
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
+    with killed_if_running(process):
         while process.poll() is None:
             if (folder / "demo.err").read_text().count(rotated) > before:
                 rotator_ran.touch()
                 break
             time.sleep(0.1)
         _, stderr = process.communicate(timeout=240)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     assert process.returncode == 0, stderr
     assert "New service token published." in stderr
     err = (folder / "demo.err").read_text()

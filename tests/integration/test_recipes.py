@@ -34,7 +34,7 @@ import template_model
 from cmstoken.core.errors import ReauthorizationRequiredError
 from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
-from support import block, documentation, recipe
+from support import block, documentation, killed_if_running, recipe
 from wakeable_sleep import wakeable_sleep
 
 pytestmark = pytest.mark.integration
@@ -199,7 +199,7 @@ def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_toke
     arn = stack.secretsmanager.describe_secret(SecretId=SERVICE_SECRET)["ARN"]
     started = time.monotonic()
     process = start_refresh_request(env, arn)
-    try:
+    with killed_if_running(process):
         messages = wait_for_refresh_request(sqs, queue, started)
         assert time.monotonic() - started >= 2, "the request did not wait out the debounce"
         event = json.loads(messages[0]["Body"])
@@ -211,10 +211,6 @@ def test_the_refresh_request_recipe_waits_out_the_debounce_then_for_the_new_toke
         assert stack.invoke("rotator", event)["outcome"] == "rotated"
         rotator_ran.touch()
         _, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     assert process.returncode == 0, err
     assert "New service token published." in err
     assert stack.service_document().token != old_token
@@ -396,7 +392,7 @@ def test_the_refresh_request_recipe_stops_when_the_rotator_meets_a_refused_crede
     arn = publish_refreshed(stack, 3600)
     started = time.monotonic()
     process = start_refresh_request(env, arn)
-    try:
+    with killed_if_running(process):
         messages = wait_for_refresh_request(sqs, queue, started)
         stack.emulator.revoke_family(stack.newest_refresh_token())
         stack.emulator.advance(template_default("MinRefreshIntervalSeconds") + 1)
@@ -404,10 +400,6 @@ def test_the_refresh_request_recipe_stops_when_the_rotator_meets_a_refused_crede
             stack.invoke("rotator", json.loads(messages[0]["Body"]))
         rotator_ran.touch()
         _, err = process.communicate(timeout=RECIPE_TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
     assert process.returncode == 1, err
     assert "The identity provider refused the stack's credential: run the bootstrap." in err
 

@@ -273,10 +273,7 @@ def run_schedule(
     )
     harness.run()
     if not harness.abandoned and harness.violation is None:
-        if recoveries is None:
-            harness.recover(deadline)
-        else:
-            harness.recover_once(deadline, recoveries)
+        harness.recover_once(deadline, recoveries)
     return harness
 
 

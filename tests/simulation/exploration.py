@@ -539,9 +539,10 @@ class Harness(Scheduler):
         scheduling point, so its call and, say, the actor's end are one transition: the state
         between them is no state of the search, and recording it made a state reachable only
         in the orders where that transition comes last. Returns the state's fingerprint."""
-        state = self.fingerprint()
+        shared = self._shared()
         if self._recording is not None:
-            self._recording.append(self._shared())
+            self._recording.append(shared)
+        state = _state(shared, self._own())
         if self.states is not None:
             self.states.add(state)
         return state
@@ -660,7 +661,7 @@ class Harness(Scheduler):
         invariant checker's history (``simulation.invariants.history``). Nothing that records
         the order of steps of different actors: two orders of commuting steps must give one
         fingerprint."""
-        return hash((self._shared(), self._own()))
+        return _state(self._shared(), self._own())
 
     def _own(self) -> tuple[Any, ...]:
         """The fingerprint's part of the actors' own histories."""
@@ -720,19 +721,23 @@ class Harness(Scheduler):
         if self.violation is None:
             self.violation = self.checker.final(len(self.steps))
 
-    def recover_once(self, deadline: float, recoveries: dict[int, Recovery]) -> None:
+    def recover_once(self, deadline: float, recoveries: dict[int, Recovery] | None) -> None:
         """``recover``, or its record when it ran before from the same state but the actors'
         histories (``_shared``): the actors are done, and the recovery and the final check read
         nothing of them, so the same recovery follows. The record gives the states it passed
         (with these actors' histories) and the state it left, without running its steps again;
-        a recovery that found a violation is not recorded (it runs again, for its trace)."""
+        a recovery that found a violation is not recorded (it runs again, for its trace).
+        ``recoveries`` ``None``: no records, every recovery runs."""
+        if recoveries is None:
+            self.recover(deadline)
+            return
         start = self._shared()
         known = recoveries.get(start)
         if known is not None:
             self.recalled = known
             if self.states is not None:
                 own = self._own()
-                self.states.update(hash((shared, own)) for shared in known.states)
+                self.states.update(_state(shared, own) for shared in known.states)
             return
         self._recording = []
         first = len(self.steps)
@@ -741,6 +746,11 @@ class Harness(Scheduler):
         if self.violation is None:
             ends = tuple(step.text for step in self.steps[first:] if step.action == "end")
             recoveries[start] = Recovery(tuple(recorded), self._shared(), ends)
+
+
+def _state(shared: int, own: tuple[Any, ...]) -> int:
+    """The fingerprint of a state from its two parts (``Harness._shared``, ``Harness._own``)."""
+    return hash((shared, own))
 
 
 @dataclass(frozen=True)
@@ -925,10 +935,7 @@ def run_schedule(
     harness.run()
     deadline = max(deadline, harness.last_deadline)  # past the leases of Lambda's retries too
     if not harness.abandoned and harness.violation is None:
-        if recoveries is None:
-            harness.recover(deadline)
-        else:
-            harness.recover_once(deadline, recoveries)
+        harness.recover_once(deadline, recoveries)
     return harness
 
 

@@ -382,7 +382,7 @@ def unnumbered(text: str) -> str:
     return STEP_NUMBER.sub("step N", text)
 
 
-def frozen(value: Any) -> int:
+def digest(value: Any) -> int:
     """A digest of ``value`` (dicts, sets, lists, strings, values), the order of dicts and sets
     left out (a multiset of their items' digests: two that digest alike still count twice),
     strings ``unnumbered``. The fingerprint only hashes what this returns, so a dict or a set
@@ -391,11 +391,11 @@ def frozen(value: Any) -> int:
     if isinstance(value, str):  # the most common, first
         return hash(unnumbered(value))
     if isinstance(value, dict):
-        return _multiset(hash((frozen(k), frozen(v))) for k, v in value.items())
+        return _multiset(hash((digest(k), digest(v))) for k, v in value.items())
     if isinstance(value, set | frozenset):
-        return _multiset(map(frozen, value))
+        return _multiset(map(digest, value))
     if isinstance(value, list | tuple):
-        return hash(tuple(map(frozen, value)))
+        return hash(tuple(map(digest, value)))
     return hash(repr(value))
 
 
@@ -427,7 +427,7 @@ def history(checker: object) -> int:
             for token, (number, who, issued) in checker.rotated.items()
         }
         fields["reported"] = sorted(checker.reported)
-    return frozen(fields)
+    return digest(fields)
 
 
 def label(token: str | None) -> str:

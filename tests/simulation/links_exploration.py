@@ -142,14 +142,14 @@ class LinksHarness(Harness):
         facts = notices(self.links_world.topic)[-1]
         return f"{facts['kind']}" + (" with a link" if "link" in facts else "")
 
-    def fingerprint(self) -> int:
-        """``Harness.fingerprint`` and the links' state: the table's items, the notices
-        published, the polls Lambda queued."""
+    def _shared(self) -> int:
+        """``Harness._shared`` and the links' state: the table's items, the notices published,
+        the polls Lambda queued."""
         lw = self.links_world
         items = tuple(sorted(json.dumps(i, sort_keys=True) for i in lw.items().values()))
         published = tuple(p.message for p in lw.topic.published)
         queued = json.dumps(lw.functions.queued, sort_keys=True)
-        return hash((super().fingerprint(), items, published, queued))
+        return hash((super()._shared(), items, published, queued))
 
     # --- the recovery -------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import template_model
 from cmstoken.core.redaction import fingerprint
 from eventbridge_stub import refusing_eventbridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue, secret_values
-from support import recipe
+from support import killed_if_running, recipe
 
 pytestmark = pytest.mark.integration
 
@@ -84,12 +84,8 @@ class NodeConsumer:
 
     def finish(self, process: Any) -> dict[str, Any]:
         """The outcome (the last line of standard output); every line kept for the scans."""
-        try:
+        with killed_if_running(process):
             out, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
         self.outputs.append(out + err)
         assert process.returncode == 0, err
         lines = out.strip().splitlines()

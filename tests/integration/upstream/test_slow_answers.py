@@ -24,6 +24,7 @@ import pytest
 from cmsemu import Emulator
 from cmstoken.upstream.http import Timeouts
 from harness import Stack, approve_pending
+from support import get_token_env
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,6 @@ def renewal() -> Iterator[Renewal]:
     with Emulator() as emulator:
         old = emulator.issue_tokens()["refresh_token"]
         emulator.inject("refresh", "delay", seconds=SLOW_SECONDS)
-        env = {k: v for k, v in os.environ.items() if k != "SERVICE_BASE_URL"}
         read, write = os.pipe()  # standard input: the token, then its end
         os.write(write, (old + "\n").encode())
         os.close(write)
@@ -106,7 +106,7 @@ def renewal() -> Iterator[Renewal]:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=env,
+                env=get_token_env(),
             )
         finally:
             os.close(read)
