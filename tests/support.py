@@ -6,10 +6,12 @@ from __future__ import annotations
 import ast
 import base64
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -594,6 +596,15 @@ DOCUMENTS: tuple[Path, ...] = (
     _REPOSITORY / "README.md",
     *sorted((_REPOSITORY / "docs").glob("*.md")),
 )
+
+
+@functools.cache
+def tool_works(*command: str) -> bool:
+    """Whether ``command`` (a tool asked for its version) runs from PATH: asked once per test
+    process (the AWS CLI's answer alone takes most of a second)."""
+    if shutil.which(command[0]) is None:
+        return False
+    return subprocess.run(command, capture_output=True, check=False).returncode == 0
 
 
 def documentation() -> str:

@@ -34,7 +34,7 @@ import template_model
 from cmstoken.core.errors import ReauthorizationRequiredError
 from eventbridge_stub import StubEventBridge
 from harness import SERVICE_SECRET, Stack, refresh_request_queue
-from support import block, documentation, killed_if_running, recipe
+from support import block, documentation, killed_if_running, recipe, tool_works
 from wakeable_sleep import wakeable_sleep
 
 pytestmark = pytest.mark.integration
@@ -42,12 +42,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "tests" / "data" / "external-secrets"
 ESO_VERSION = "v2.9.0"  # the CRDs vendored under tests/data/external-secrets
-
-
-def tool_works(*command: str) -> bool:
-    if shutil.which(command[0]) is None:
-        return False
-    return subprocess.run(command, capture_output=True, check=False).returncode == 0
 
 
 def curl_version() -> tuple[int, ...]:

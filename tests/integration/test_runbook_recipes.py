@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -18,14 +17,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from support import check_aws_command, isolated_aws_env, recipe
+from support import check_aws_command, isolated_aws_env, recipe, tool_works
 
 pytestmark = pytest.mark.integration
-AWS_CLI = pytest.mark.skipif(
-    shutil.which("aws") is None
-    or subprocess.run(["aws", "--version"], capture_output=True, check=False).returncode != 0,
-    reason="needs the AWS CLI",
-)
+AWS_CLI = pytest.mark.skipif(not tool_works("aws", "--version"), reason="needs the AWS CLI")
 
 # A Region that AWS CLI v1 (this machine's) has no legacy SQS endpoint for: in the older ones it
 # sends SQS calls to their *.queue.amazonaws.com name whatever AWS_ENDPOINT_URL says.

@@ -26,7 +26,11 @@ EVERY_FAULT = Bounds(crashes=1, lost=1, stale=1, lost_endpoints=UPSTREAM)
 CRASH = Bounds(crashes=1, lost=0, stale=0)
 LOST = Bounds(crashes=0, lost=1, stale=0, lost_endpoints=UPSTREAM)
 STALE = Bounds(crashes=0, lost=0, stale=1)
-CASES: list[tuple[str, Bounds]] = [("first", EVERY_FAULT), ("reauthorization", CRASH)]
+CASES: list[tuple[str, Bounds]] = [
+    ("first", EVERY_FAULT),
+    ("reauthorization", CRASH),
+    ("revoked", CRASH),
+]
 if PROFILE == "verify":
     CASES = [
         ("first", Bounds(crashes=2, lost=1, stale=2, lost_endpoints=(*UPSTREAM, "projects"))),
