@@ -40,6 +40,7 @@ template does not declare is dropped.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import zipfile
@@ -81,6 +82,9 @@ POLICY = "AWS::SecretsManager::ResourcePolicy"
 # replaces, and none).
 IN_PLACE = ("Description", "KmsKeyId")
 CODE_KEY = "code/placeholder.zip"
+# Each template file's text, transformed with its code in a bucket, once in a test process (the
+# parse and the transform take about a third of a second): (text, bucket) -> the template.
+_TRANSFORMED: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 @cache
@@ -210,10 +214,14 @@ class Lifecycle:
 
     def transform(self, template: Path | Mapping[str, Any]) -> dict[str, Any]:
         """The template (a file, or a parsed one) with its code in the bucket, SAM-transformed
-        (a file once: nothing here changes a transformed template)."""
+        (a file once: nothing here changes a transformed template; each lifecycle has its own
+        copy of a file's, which is transformed once in a process)."""
         if isinstance(template, Path):
             if template not in self.transformed:
-                self.transformed[template] = self.transform(yaml_parse(template.read_text()))
+                key = (template.read_text(), self.bucket)
+                if key not in _TRANSFORMED:
+                    _TRANSFORMED[key] = self.transform(yaml_parse(key[0]))
+                self.transformed[template] = copy.deepcopy(_TRANSFORMED[key])
             return self.transformed[template]
         parsed = json.loads(json.dumps(template))
         for resource in parsed["Resources"].values():
