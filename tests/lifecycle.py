@@ -218,10 +218,10 @@ class Lifecycle:
         copy of a file's, which is transformed once in a process)."""
         if isinstance(template, Path):
             if template not in self.transformed:
-                key = (template.read_text(), self.bucket)
-                if key not in _TRANSFORMED:
-                    _TRANSFORMED[key] = self.transform(yaml_parse(key[0]))
-                self.transformed[template] = copy.deepcopy(_TRANSFORMED[key])
+                text = template.read_text()
+                if (text, self.bucket) not in _TRANSFORMED:
+                    _TRANSFORMED[text, self.bucket] = self.transform(yaml_parse(text))
+                self.transformed[template] = copy.deepcopy(_TRANSFORMED[text, self.bucket])
             return self.transformed[template]
         parsed = json.loads(json.dumps(template))
         for resource in parsed["Resources"].values():
