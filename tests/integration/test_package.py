@@ -6,7 +6,9 @@ one uploaded, links into SOURCE_URL at the packaged commit (the SAR shows it on 
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -117,13 +119,31 @@ class Made:
     objects: dict[str, bytes]
     readme: bytes
 
+    def dumps(self) -> str:
+        objects = {key: base64.b64encode(body).decode() for key, body in self.objects.items()}
+        readme = base64.b64encode(self.readme).decode()
+        return json.dumps({"text": self.text, "objects": objects, "readme": readme})
+
+    @classmethod
+    def loads(cls, text: str) -> Made:
+        said = json.loads(text)
+        objects = {key: base64.b64decode(body) for key, body in said["objects"].items()}
+        return cls(said["text"], objects, base64.b64decode(said["readme"]))
+
 
 @pytest.fixture(scope="module")
-def publishers_package(_moto_endpoint: str) -> Made:
+def publishers_package(_moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Made:
     """`make package` as a publisher runs it, with SOURCE_URL (HOME_PAGE_URL defaulting to it),
-    once for the tests of a test process that read what it made (it took 6 s each, five times):
-    on an empty moto, in the lock; ``packaged`` puts it back for each test."""
+    once for the tests that read what it made (it took 6 s each, five times): on an empty moto,
+    in the lock; ``packaged`` puts it back for each test. Under pytest-xdist, once for the run:
+    the first test process to need it keeps it in the run's temporary folder, which only this
+    run's processes share, and the others read it there (in the lock)."""
+    shared = None
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "publishers-package.json"
     with one_package_at_a_time(), pytest.MonkeyPatch.context() as patch:
+        if shared is not None and shared.is_file():
+            return Made.loads(shared.read_text())
         for name, value in {**AWS_TESTING, "AWS_ENDPOINT_URL": _moto_endpoint}.items():
             patch.setenv(name, value)
         patch.delenv("AWS_PROFILE", raising=False)
@@ -138,6 +158,8 @@ def publishers_package(_moto_endpoint: str) -> Made:
         objects = {key: s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() for key in keys}
         made = Made(PACKAGED.read_text(), objects, readme)
         requests.post(f"{_moto_endpoint}/moto-api/reset", timeout=10).raise_for_status()
+        if shared is not None:
+            shared.write_text(made.dumps())
     return made
 
 
