@@ -299,6 +299,30 @@ def test_a_server_that_imported_the_projects_code_does_not_fork(tmp_path: Path) 
     assert zygote.project_module([str(ROOT)]) is not None, "this process has bite imported"
 
 
+def test_a_run_over_its_time_is_killed_and_the_next_has_a_new_server(
+    tmp_path: Path, server: zygote.Zygote
+) -> None:
+    """A run that hangs ends at its timeout (killed with its server, said in its log, minus
+    SIGKILL as ``subprocess`` says it), and the next run on that server starts a new one."""
+    copy = tiny_copy(
+        tmp_path / "copy",
+        "import time\n\ndef test_hangs():\n    time.sleep(600)\n\ndef test_passes():\n    pass\n",
+    )
+    env = bite.environment(copy, tmp_path / "pyc")
+    before = server.start()
+    hangs = server.run(
+        copy, env, ["tests/test_it.py::test_hangs"], tmp_path / "log", absent=(), timeout=1
+    )
+    assert hangs == -signal.SIGKILL
+    assert "bite: killed after 1 s" in (tmp_path / "log").read_text()
+    assert before.poll() is not None, "the server was killed"
+    passes = server.run(
+        copy, env, ["tests/test_it.py::test_passes"], tmp_path / "log", absent=(), timeout=600
+    )
+    assert passes == 0
+    assert server.start() is not before
+
+
 def alive(pid: int) -> bool:
     """Whether the process runs (a zombie, ended but not reaped, does not)."""
     state = subprocess.run(
