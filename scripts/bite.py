@@ -19,8 +19,9 @@ copy and must pass: a test that always fails would otherwise seem to catch every
 Each run is a child forked from a warm server (scripts/zygote.py: ``--jobs`` of them, each
 with the installed packages imported once, never the project's code, checked before each
 fork), set up as ``python -m pytest`` started in the copy would be: its environment, folder,
-``sys.path`` and arguments. The unbroken run goes the same way, a file's named tests per child:
-a test that fails only in a forked child then fails unbroken, and is never a break's catch.
+``sys.path`` and arguments. The unbroken run goes the same way, a child of each server taking
+the next named test no other has claimed (``--bite-claims``, as pytest-xdist's workers share
+tests): a test that fails only in a forked child then fails unbroken, never only under a break.
 
 One failing test is enough: a break's named tests run fastest first (by their times in the
 unbroken run's report) and the run stops after the first test that fails in its call (this
@@ -41,6 +42,7 @@ Run as ``python scripts/bite.py [--row SLUG] [--jobs N]``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import os
 import queue
@@ -226,6 +228,41 @@ def imported_from(copy: Path, cache: Path) -> list[str]:
     return wrong
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bite-claims", help="a share of the unbroken run: the claims' folder")
+
+
+def claimed(claims: Path, item: pytest.Item) -> bool:
+    """Whether this share claimed the test (no other share had: it is this share's to run)."""
+    claim = claims / hashlib.sha256(item.nodeid.encode()).hexdigest()
+    try:
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """As the plugin of a share of the unbroken run (``-p bite --bite-claims DIR``): run, in
+    order, each test that no other share (the same tests, the same folder) has claimed first;
+    a test runs once the share has claimed the next (pytest tears down what that one does not
+    need), as pytest-xdist's workers do."""
+    claims = session.config.getoption("bite_claims")
+    if claims is None:
+        return None
+    if session.testsfailed:  # as pytest: a collection error, and nothing runs
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    held: pytest.Item | None = None
+    for item in [*session.items, None]:
+        if item is not None and not claimed(Path(claims), item):
+            continue
+        if held is not None:
+            held.config.hook.pytest_runtest_protocol(item=held, nextitem=item)
+        held = item
+    return True
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -233,7 +270,7 @@ def pytest_runtest_makereport(
     """As the plugin of a break's run (``-p bite``): the first test that fails in its call ends
     the run with exit code 1 (as ``--maxfail=1``, but a set-up error does not end it)."""
     report = yield
-    if report.when == "call" and report.failed:
+    if report.when == "call" and report.failed and item.config.getoption("bite_claims") is None:
         item.session.shouldfail = f"bite: {report.nodeid} failed, the break is caught"
     return report
 
@@ -249,13 +286,21 @@ class Outcome:
 
 
 def run_tests(
-    copy: Path, node_ids: Sequence[str], log: Path, cache: Path, server: Zygote, *, stop: bool
+    copy: Path,
+    node_ids: Sequence[str],
+    log: Path,
+    cache: Path,
+    server: Zygote,
+    *,
+    claims: Path | None = None,
 ) -> Outcome:
     """Run the named tests in the copy, in the order given, in a child of the server (pytest's
-    output in ``log``); with ``stop``, the run ends after the first test that fails in its call.
-    Which failed (in a test's call), which errored (set-up, collection), and their times."""
+    output in ``log``): until the first that fails in its call, or (a share of the unbroken
+    run) each that no other share with the same ``claims`` folder has run. Which failed (in a
+    test's call), which errored (set-up, collection), and their times."""
     report = log.with_suffix(".xml")
-    args = ["-q", "-n", "0", *(["-p", "bite"] if stop else []), "-p", "no:cacheprovider"]
+    share = [] if claims is None else [f"--bite-claims={claims}"]
+    args = ["-q", "-n", "0", "-p", "bite", *share, "-p", "no:cacheprovider"]
     args += [f"--junitxml={report}", "-o", "junit_family=xunit2", *node_ids]
     code = server.run(copy, environment(copy, cache), args, log, absent=IMPORTED, timeout=TIMEOUT)
     failed: list[str] = []
@@ -342,7 +387,7 @@ def bite(
         problem = broken_copy(patch, files, copy)
         if problem is not None:
             return Result(row, slug, broke, None, problem)
-        outcome = run_tests(copy, order, work / f"{slug}.log", work / BYTECODE, server, stop=True)
+        outcome = run_tests(copy, order, work / f"{slug}.log", work / BYTECODE, server)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     if outcome.code == 1 and outcome.failed:
@@ -430,9 +475,10 @@ def table(results: Sequence[Result]) -> Iterator[str]:
 def unbroken_run(
     chosen: Sequence[tuple[Row, str]], files: Sequence[str], work: Path, servers: Sequence[Zygote]
 ) -> dict[tuple[str, str], float] | int:
-    """Run every named test once in an unbroken copy, a file's tests in a child of a server
-    (as the breaks run: a test that fails only there fails here too); their times, or an exit
-    code, said, when the copy's code is not what runs (2) or a named test does not pass (1)."""
+    """Run every named test once in an unbroken copy, in a child of each server (as the breaks
+    run: a test that fails only there fails here too), each taking the next test no other has
+    claimed; their times, or an exit code, said, when the copy's code is not what runs (2) or a
+    named test does not pass (1)."""
     baseline = work / "unbroken"
     copy_checkout(ROOT, files, baseline)
     wrong = imported_from(baseline, work / BYTECODE)
@@ -444,14 +490,10 @@ def unbroken_run(
     for node in built:
         print(f"bite: left out (it needs a sam build of each broken template): {node}")
     print(f"bite: {len(every_id)} named tests in an unbroken copy first", flush=True)
-    by_file: dict[str, list[str]] = {}
-    for node in every_id:
-        by_file.setdefault(node.split("::", 1)[0], []).append(node)
-    cache = work / BYTECODE
-    jobs = [
-        partial(run_tests, baseline, nodes, work / f"unbroken-{number}.log", cache, stop=False)
-        for number, nodes in enumerate(by_file.values(), 1)
-    ]
+    cache, claims = work / BYTECODE, work / "claims"
+    claims.mkdir()
+    logs = [work / f"unbroken-{number}.log" for number in range(1, len(servers) + 1)]
+    jobs = [partial(run_tests, baseline, every_id, log, cache, claims=claims) for log in logs]
     runs = list(across(servers, jobs))
     shutil.rmtree(baseline, ignore_errors=True)
     times = {case: took for run in runs for case, took in run.times.items()}

@@ -31,23 +31,19 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 # The installed packages a break's run imports, by ``python -X importtime`` of the named tests
-# (cumulative ms on 2 CPUs): hypothesis 510 (every run: its pytest plugin imports it at the end;
-# its plugin first, as pytest loads them), samtranslator's transform 490 (the template tests),
-# boto3 and botocore 330, moto 210, pytest 150, moto's server 90, requests 45. Not
-# aws_lambda_powertools: its objects read the POWERTOOLS_* that tests/conftest.py sets first.
+# (cumulative ms on 2 CPUs): samtranslator's transform 490 (the template tests), boto3 and
+# botocore 330, moto 210, pytest 150, moto's server 90, requests 45. Not hypothesis (510, every
+# run imports it): pytest rewrites the asserts of a plugin's package (it is one), which it
+# cannot do once imported, and its import keeps the folder it runs in (its example database).
+# Not aws_lambda_powertools: its objects read the POWERTOOLS_* that tests/conftest.py sets.
 PRELOADED = (
     "pytest",
-    "_hypothesis_pytestplugin",
-    "hypothesis",
     "boto3",
     "moto",
     "moto.server",
     "requests",
     "samtranslator.translator.transform",
 )
-# What a preloaded package took from the folder it was imported in, set again in the copy:
-# hypothesis's home (its example database), ``Path.cwd() / ".hypothesis"``.
-HYPOTHESIS_HOME = ("hypothesis.configuration", "__hypothesis_home_directory_default")
 # A child's exit code when it could not set itself up (said in its log); pytest's are 0 to 5.
 SET_UP_FAILED = 70
 # How often the server looks for its caller's end while a child runs, in seconds.
@@ -81,10 +77,6 @@ def set_up(request: Mapping[str, Any]) -> list[str]:
     environment would be, but for the packages already imported; pytest's ``sys.argv``."""
     env: dict[str, str] = request["env"]
     os.chdir(request["copy"])
-    module, name = HYPOTHESIS_HOME
-    if not hasattr(sys.modules[module], name):
-        raise RuntimeError(f"{module} has no {name} (a new hypothesis?) to set to this folder")
-    setattr(sys.modules[module], name, Path.cwd() / ".hypothesis")
     os.environ.clear()
     os.environ.update(env)
     sys.pycache_prefix = env.get("PYTHONPYCACHEPREFIX")

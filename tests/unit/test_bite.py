@@ -191,7 +191,7 @@ def test_a_breaks_run_stops_at_the_first_failure_but_not_at_an_error(
     )
     named = [f"tests/test_it.py::{name}" for name in ("test_errors", "test_passes", "test_fails")]
     every = [*named, "tests/test_it.py::test_fails_too"]
-    outcome = bite.run_tests(copy, every, tmp_path / "log", tmp_path / "pyc", server, stop=True)
+    outcome = bite.run_tests(copy, every, tmp_path / "log", tmp_path / "pyc", server)
     assert (outcome.code, outcome.failed, outcome.errors) == (1, ["test_fails"], ["test_errors"])
     assert [bite.seconds(node, outcome.times) < float("inf") for node in named] == [True] * 3
     assert bite.seconds("tests/test_it.py::test_fails_too", outcome.times) == float("inf")
@@ -380,6 +380,40 @@ def test_a_killed_or_interrupted_bite_leaves_no_server_and_no_run_behind(
     finally:
         running.kill()
         running.wait()
+
+
+def test_the_unbroken_runs_shares_run_each_test_once_and_past_a_failure(
+    tmp_path: Path, server: zygote.Zygote
+) -> None:
+    """A share of the unbroken run (``--bite-claims``) runs each test no other share has
+    claimed, and goes on after a failure (all must pass, and all are said)."""
+    copy = tiny_copy(
+        tmp_path / "copy",
+        "def test_fails():\n    assert False\n\n"
+        "def test_passes():\n    pass\n\n"
+        "def test_fails_too():\n    assert False\n",
+    )
+    every = [
+        f"tests/test_it.py::{name}" for name in ("test_fails", "test_passes", "test_fails_too")
+    ]
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    first = bite.run_tests(
+        copy, every[:2], tmp_path / "first.log", tmp_path / "pyc", server, claims=claims
+    )
+    second = bite.run_tests(
+        copy, every, tmp_path / "second.log", tmp_path / "pyc", server, claims=claims
+    )
+    assert (first.code, first.failed, sorted(name for _, name in first.times)) == (
+        1,
+        ["test_fails"],
+        ["test_fails", "test_passes"],
+    )
+    assert (second.code, second.failed, list(second.times)) == (
+        1,
+        ["test_fails_too"],
+        [("tests.test_it", "test_fails_too")],
+    ), "the tests the first share ran are not run again"
 
 
 def test_a_breaks_copy_holds_the_checkout_as_it_is_and_the_patch(tmp_path: Path) -> None:
