@@ -323,6 +323,27 @@ def test_a_run_over_its_time_is_killed_and_the_next_has_a_new_server(
     assert server.start() is not before
 
 
+def test_the_server_counts_its_threads_before_it_forks() -> None:
+    """The count the server checks before each fork (one) sees a thread started beside it."""
+    counted = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import threading, zygote\n"
+            "print(zygote.threads())\n"
+            "done = threading.Event()\n"
+            "threading.Thread(target=done.wait).start()\n"
+            "print(zygote.threads())\n"
+            "done.set()\n",
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert counted.stdout.split() == ["1", "2"]
+
+
 def alive(pid: int) -> bool:
     """Whether the process runs (a zombie, ended but not reaped, does not)."""
     state = subprocess.run(
