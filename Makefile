@@ -192,14 +192,14 @@ explore: $(STAMP) ## Bounded exploration of the rotation's and the links' interl
 # (tests/bite/breaks/*.patch): scripts/bite.py applies each in a temporary copy of the checkout
 # (never in this tree) and requires one of the row's named tests to fail there (they run fastest
 # first, until one fails), JOBS breaks at a time. ROW=slug[,slug]: those alone.
-bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test must fail (ROW=slug; about 4 min on 2 CPUs)
+bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test must fail (ROW=slug; about 3.5 min on 2 CPUs)
 	$(BIN)/python scripts/bite.py --jobs $(JOBS) $(if $(ROW),--row $(ROW))
 
 # tests/integration/test_longrun.py: 10 days of hourly runs in `make test`, the 60 days here;
 # $(PROPERTIES): their full counts of examples here; the exhaustive enumerations of two rotators
 # and of a re-authorization and a revoked credential beside a rotation
 # (test_simulation_*schedules.py) here only.
-verify: $(STAMP) bite ## make bite (about 4 min on 2 CPUs), then the exploration at deeper bounds, the 60-day run and the property tests at their full counts, printing the counts
+verify: $(STAMP) bite ## make bite (about 3.5 min on 2 CPUs), then the exploration at deeper bounds, the 60-day run and the property tests at their full counts, printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
 	  tests/unit/simulation/test_simulation_schedules.py tests/unit/simulation/test_simulation_bootstrap_schedules.py \
 	  tests/integration/test_longrun.py $(PROPERTIES)

@@ -14,16 +14,22 @@ library, emulator, functions, tests and scripts are imported (checked before any
 each module's file must be inside the copy). At least one named test must fail in its call
 (pytest's exit code 1 with a failing test; a collection error, a missing file or a test that
 errors in its set-up is not a bite). Before the breaks, the named tests run once in an unbroken
-copy (in ``--jobs`` pytest-xdist workers) and must pass: a test that always fails would
-otherwise seem to catch every break.
+copy and must pass: a test that always fails would otherwise seem to catch every break.
+
+Each run is a child forked from a warm server (scripts/zygote.py: ``--jobs`` of them, each
+with the installed packages imported once, never the project's code, checked before each
+fork), set up as ``python -m pytest`` started in the copy would be: its environment, folder,
+``sys.path`` and arguments. The unbroken run goes the same way, a child of each server taking
+the next named test no other has claimed (``--bite-claims``, as pytest-xdist's workers share
+tests): a test that fails only in a forked child then fails unbroken, never only under a break.
 
 One failing test is enough: a break's named tests run fastest first (by their times in the
 unbroken run's report) and the run stops after the first test that fails in its call (this
 module is the pytest plugin, ``-p bite``; a set-up error does not stop it). The breaks run
-``--jobs`` at a time (default: the CPUs this process may use), each in its own copy and pytest
-process; bytecode is cached for the whole run under the temporary folder
-(``PYTHONPYCACHEPREFIX``), so the installed packages are compiled and assertion-rewritten once,
-and since each copy's path is used once no copy reads another's bytecode.
+``--jobs`` at a time (default: the CPUs this process may use), each in its own copy and child;
+bytecode is cached for the whole run under the temporary folder (``PYTHONPYCACHEPREFIX``), so
+the installed packages are compiled once, and since each copy's path is used once no copy reads
+another's bytecode.
 
 It prints a table in the document's order (row, break, the named test that failed first) and
 exits 1 naming each row whose break no named test caught. ``tests/unit/test_bite.py`` (in
@@ -36,8 +42,10 @@ Run as ``python scripts/bite.py [--row SLUG] [--jobs N]``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -45,12 +53,15 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
+
+from zygote import SET_UP_FAILED, Zygote, ZygoteError, zygotes
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "threat-model.md"
@@ -68,14 +79,17 @@ BITE = re.compile(rf"bite: \[({SLUG})\]\(\.\./tests/bite/breaks/({SLUG})\.patch\
 # are left out of the runs (said when they are), and each row must bite with its others.
 DEPLOYS = re.compile(r"\bdeployer\.deploy\(")
 # The copy's modules that must be imported from the copy, not from the editable install.
-IMPORTED = ("cmstoken", "cmsemu", "support", "bite")
-# pytest's exit codes (pytest.ExitCode) as a line says them.
+IMPORTED = ("cmstoken", "cmsemu", "support", "bite", "zygote")
+# A run's seconds before it is killed (a test that hangs).
+TIMEOUT = 1800
+# pytest's exit codes (pytest.ExitCode) as a line says them, and a child's that did not start it.
 EXIT_CODES = {
     0: "every named test passed",
     2: "pytest was interrupted (a collection error?)",
     3: "pytest failed internally",
     4: "pytest's usage error (a named test or file not found?)",
     5: "no test was collected",
+    SET_UP_FAILED: "the run could not start (its log says why)",
 }
 
 
@@ -168,18 +182,23 @@ def copy_checkout(root: Path, files: Iterable[str], into: Path) -> None:
         shutil.copy2(root / name, target)
 
 
-def environment(copy: Path, cache: Path) -> dict[str, str]:
-    """The environment that imports the copy's code first (before the editable install, which
-    points at this checkout) and writes bytecode only under ``cache``."""
-    paths = [copy / "layers" / "cmstoken", copy / "emulator", copy / "tests", copy / "scripts"]
-    paths += sorted(path for path in (copy / "functions").iterdir() if path.is_dir())
+def shared_environment(cache: Path) -> dict[str, str]:
+    """What every copy's environment holds (the servers' environment): this process's, without
+    its pytest and Python settings, writing bytecode only under ``cache``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
-    env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
     # Bytecode, and pytest's rewritten test modules, go under the run's temporary folder, never
     # beside a source: the installed packages compile once for the whole run, and a copy's
     # files, at paths no other copy has, are never read from another copy's bytecode.
     env["PYTHONPYCACHEPREFIX"] = str(cache)
     return env
+
+
+def environment(copy: Path, cache: Path) -> dict[str, str]:
+    """The environment that imports the copy's code first (before the editable install, which
+    points at this checkout) and writes bytecode only under ``cache``."""
+    paths = [copy / "layers" / "cmstoken", copy / "emulator", copy / "tests", copy / "scripts"]
+    paths += sorted(path for path in (copy / "functions").iterdir() if path.is_dir())
+    return {**shared_environment(cache), "PYTHONPATH": os.pathsep.join(map(str, paths))}
 
 
 def imported_from(copy: Path, cache: Path) -> list[str]:
@@ -209,6 +228,41 @@ def imported_from(copy: Path, cache: Path) -> list[str]:
     return wrong
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bite-claims", help="a share of the unbroken run: the claims' folder")
+
+
+def claimed(claims: Path, item: pytest.Item) -> bool:
+    """Whether this share claimed the test (no other share had: it is this share's to run)."""
+    claim = claims / hashlib.sha256(item.nodeid.encode()).hexdigest()
+    try:
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """As the plugin of a share of the unbroken run (``-p bite --bite-claims DIR``): run, in
+    order, each test that no other share (the same tests, the same folder) has claimed first;
+    a test runs once the share has claimed the next (pytest tears down what that one does not
+    need), as pytest-xdist's workers do."""
+    claims = session.config.getoption("bite_claims")
+    if claims is None:
+        return None
+    if session.testsfailed:  # as pytest: a collection error, and nothing runs
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    held: pytest.Item | None = None
+    for item in [*session.items, None]:
+        if item is not None and not claimed(Path(claims), item):
+            continue
+        if held is not None:
+            held.config.hook.pytest_runtest_protocol(item=held, nextitem=item)
+        held = item
+    return True
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -216,7 +270,7 @@ def pytest_runtest_makereport(
     """As the plugin of a break's run (``-p bite``): the first test that fails in its call ends
     the run with exit code 1 (as ``--maxfail=1``, but a set-up error does not end it)."""
     report = yield
-    if report.when == "call" and report.failed:
+    if report.when == "call" and report.failed and item.config.getoption("bite_claims") is None:
         item.session.shouldfail = f"bite: {report.nodeid} failed, the break is caught"
     return report
 
@@ -232,35 +286,23 @@ class Outcome:
 
 
 def run_tests(
-    copy: Path, node_ids: Sequence[str], log: Path, cache: Path, *, workers: int = 0
+    copy: Path,
+    node_ids: Sequence[str],
+    log: Path,
+    cache: Path,
+    server: Zygote,
+    *,
+    claims: Path | None = None,
 ) -> Outcome:
-    """Run the named tests in the copy: in ``workers`` pytest-xdist workers, or (0) in one
-    process, in the order given, that stops after the first test that fails in its call.
-    Which failed (in a test's call), which errored (set-up, collection), and their times."""
-    report = copy.parent / f"{copy.name}.xml"
-    spread = ["-n", str(workers), "--dist", "worksteal"] if workers else ["-n", "0", "-p", "bite"]
-    completed = subprocess.run(  # noqa: S603 -- this interpreter's pytest, the doc's node ids
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            *spread,
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={report}",
-            "-o",
-            "junit_family=xunit2",
-            *node_ids,
-        ],
-        cwd=copy,
-        env=environment(copy, cache),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    log.write_text(completed.stdout + completed.stderr)
+    """Run the named tests in the copy, in the order given, in a child of the server (pytest's
+    output in ``log``): until the first that fails in its call, or (a share of the unbroken
+    run) each that no other share with the same ``claims`` folder has run. Which failed (in a
+    test's call), which errored (set-up, collection), and their times."""
+    report = log.with_suffix(".xml")
+    share = [] if claims is None else [f"--bite-claims={claims}"]
+    args = ["-q", "-n", "0", "-p", "bite", *share, "-p", "no:cacheprovider"]
+    args += [f"--junitxml={report}", "-o", "junit_family=xunit2", *node_ids]
+    code = server.run(copy, environment(copy, cache), args, log, absent=IMPORTED, timeout=TIMEOUT)
     failed: list[str] = []
     errors: list[str] = []
     times: dict[tuple[str, str], float] = {}
@@ -273,7 +315,7 @@ def run_tests(
                 failed.append(name)
             if case.find("error") is not None:
                 errors.append(name)
-    return Outcome(completed.returncode, failed, errors, str(log), times)
+    return Outcome(code, failed, errors, str(log), times)
 
 
 def seconds(node_id: str, times: Mapping[tuple[str, str], float]) -> float:
@@ -329,7 +371,9 @@ def broken_copy(patch: Path, files: Sequence[str], copy: Path) -> str | None:
     return f"the break does not apply ({lines[0] if lines else applied.returncode})"
 
 
-def bite(row: Row, slug: str, files: Sequence[str], work: Path, order: Sequence[str]) -> Result:
+def bite(
+    row: Row, slug: str, files: Sequence[str], work: Path, order: Sequence[str], server: Zygote
+) -> Result:
     """Apply the break in a copy of its own and run ``order`` (the row's tests that run in a
     copy, fastest first) there until one fails."""
     patch = patch_path(slug)
@@ -343,7 +387,7 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path, order: Sequence[
         problem = broken_copy(patch, files, copy)
         if problem is not None:
             return Result(row, slug, broke, None, problem)
-        outcome = run_tests(copy, order, work / f"{slug}.log", work / BYTECODE)
+        outcome = run_tests(copy, order, work / f"{slug}.log", work / BYTECODE, server)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     if outcome.code == 1 and outcome.failed:
@@ -356,29 +400,54 @@ def bite(row: Row, slug: str, files: Sequence[str], work: Path, order: Sequence[
     return Result(row, slug, broke, outcome, problem)
 
 
+def across[T](servers: Sequence[Zygote], jobs: Sequence[Callable[[Zygote], T]]) -> Iterator[T]:
+    """Each job with a server of its own, as many at once as there are servers; the results in
+    the jobs' order, each as soon as it and those before it are known. Whatever ends it early
+    (Ctrl-C, a server that does not fork) kills the servers first, which ends the jobs."""
+    free: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
+    for server in servers:
+        free.put(server)
+
+    def job_with_a_server(job: Callable[[Zygote], T]) -> T:
+        server = free.get()
+        try:
+            return job(server)
+        finally:
+            free.put(server)
+
+    pool = ThreadPoolExecutor(max_workers=len(servers))
+    try:
+        for future in [pool.submit(job_with_a_server, job) for job in jobs]:
+            yield future.result()
+    except BaseException:
+        for server in servers:
+            server.close()
+        raise
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def bite_all(
     chosen: Sequence[tuple[Row, str]],
     files: Sequence[str],
     work: Path,
     times: Mapping[tuple[str, str], float],
-    jobs: int,
+    servers: Sequence[Zygote],
 ) -> list[Result]:
-    """Each break in its own copy, ``jobs`` at a time; the results in ``chosen``'s order, each
-    said as soon as it and those before it are known."""
+    """Each break in its own copy, one per server at a time; the results in ``chosen``'s
+    order, each said as soon as it and those before it are known."""
     results = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [
-            pool.submit(bite, row, slug, files, work, fastest_first(row.run_ids, times))
-            for row, slug in chosen
-        ]
-        for number, future in enumerate(futures, 1):
-            result = future.result()
-            if result.outcome is not None and result.caught:
-                said = f"caught by {result.outcome.failed[0]}"
-            else:
-                said = "NOT caught"
-            print(f"bite: {result.slug} ({number} of {len(futures)}): {said}", flush=True)
-            results.append(result)
+    jobs = [
+        partial(bite, row, slug, files, work, fastest_first(row.run_ids, times))
+        for row, slug in chosen
+    ]
+    for number, result in enumerate(across(servers, jobs), 1):
+        if result.outcome is not None and result.caught:
+            said = f"caught by {result.outcome.failed[0]}"
+        else:
+            said = "NOT caught"
+        print(f"bite: {result.slug} ({number} of {len(jobs)}): {said}", flush=True)
+        results.append(result)
     return results
 
 
@@ -404,10 +473,12 @@ def table(results: Sequence[Result]) -> Iterator[str]:
 
 
 def unbroken_run(
-    chosen: Sequence[tuple[Row, str]], files: Sequence[str], work: Path, jobs: int
-) -> Outcome | int:
-    """Run every named test once in an unbroken copy (``jobs`` workers); an exit code, said,
-    when the copy's code is not what runs (2) or a named test does not pass (1)."""
+    chosen: Sequence[tuple[Row, str]], files: Sequence[str], work: Path, servers: Sequence[Zygote]
+) -> dict[tuple[str, str], float] | int:
+    """Run every named test once in an unbroken copy, in a child of each server (as the breaks
+    run: a test that fails only there fails here too), each taking the next test no other has
+    claimed; their times, or an exit code, said, when the copy's code is not what runs (2) or a
+    named test does not pass (1)."""
     baseline = work / "unbroken"
     copy_checkout(ROOT, files, baseline)
     wrong = imported_from(baseline, work / BYTECODE)
@@ -419,18 +490,22 @@ def unbroken_run(
     for node in built:
         print(f"bite: left out (it needs a sam build of each broken template): {node}")
     print(f"bite: {len(every_id)} named tests in an unbroken copy first", flush=True)
-    log = work / "unbroken.log"
-    clean = run_tests(baseline, every_id, log, work / BYTECODE, workers=jobs if jobs > 1 else 0)
+    cache, claims = work / BYTECODE, work / "claims"
+    claims.mkdir()
+    logs = [work / f"unbroken-{number}.log" for number in range(1, len(servers) + 1)]
+    jobs = [partial(run_tests, baseline, every_id, log, cache, claims=claims) for log in logs]
+    runs = list(across(servers, jobs))
     shutil.rmtree(baseline, ignore_errors=True)
-    if clean.code == 0:
-        return clean
-    said = EXIT_CODES.get(clean.code, f"pytest exited {clean.code}")
-    broken = ", ".join(clean.failed + clean.errors)
-    print(
-        f"bite: the named tests do not pass unbroken ({said}: {broken}; log: {clean.log})",
-        file=sys.stderr,
-    )
-    return 1
+    times = {case: took for run in runs for case, took in run.times.items()}
+    for run in runs:
+        if run.code != 0:
+            said = EXIT_CODES.get(run.code, f"pytest exited {run.code}")
+            broken = ", ".join(run.failed + run.errors)
+            print(
+                f"bite: the named tests do not pass unbroken ({said}: {broken}; log: {run.log})",
+                file=sys.stderr,
+            )
+    return 1 if any(run.code != 0 for run in runs) else times
 
 
 def summary(results: Sequence[Result], every: Sequence[Row], one: bool, took: float) -> int:
@@ -477,13 +552,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = checkout_files(ROOT)
     work = Path(tempfile.mkdtemp(prefix="cmstoken-bite-"))
     code = 2
+    env = shared_environment(work / BYTECODE)
     try:
-        clean = unbroken_run(chosen, files, work, args.jobs)
-        if isinstance(clean, int):
-            code = clean
-            return code
-        results = bite_all(chosen, files, work, clean.times, args.jobs)
+        with zygotes(args.jobs, [ROOT, work], env, work) as servers:
+            clean = unbroken_run(chosen, files, work, servers)
+            if isinstance(clean, int):
+                code = clean
+                return code
+            results = bite_all(chosen, files, work, clean, servers)
         code = summary(results, every, bool(args.row), time.monotonic() - started)
+        return code
+    except ZygoteError as error:
+        print(f"bite: {error}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        print("bite: interrupted", file=sys.stderr)
         return code
     finally:
         shutil.rmtree(work / BYTECODE, ignore_errors=True)
