@@ -147,11 +147,18 @@ def test_the_named_tests_run_fastest_first_by_the_unbroken_runs_times() -> None:
     ], "ties keep the order the row names them in"
 
 
+def installed_bytecode(tmp_path: Path) -> Path:
+    """Where this process keeps its bytecode (``make`` sets it: the installed packages' is
+    there, compiled once), else a folder of the test's."""
+    return Path(sys.pycache_prefix) if sys.pycache_prefix else tmp_path / "pyc"
+
+
 def server_environment() -> dict[str, str]:
     """A server's environment, its bytecode where the installed packages' already is (the runs'
     own goes where their requests say)."""
-    env = bite.shared_environment(Path("unused"))
-    del env["PYTHONPYCACHEPREFIX"]
+    env = bite.shared_environment(Path(sys.pycache_prefix or "unused"))
+    if sys.pycache_prefix is None:
+        del env["PYTHONPYCACHEPREFIX"]
     return env
 
 
@@ -248,7 +255,7 @@ def test_a_run_in_the_server_sees_what_a_fresh_pytest_in_the_copy_sees(
     child of the server: the copy's own modules (never the checkout's), the environment, the
     folder, ``sys.path``, the arguments, stdin, the bytecode folder, hypothesis's home."""
     copy = recording_copy(tmp_path / "copy")
-    cache = tmp_path / "pyc"
+    cache = installed_bytecode(tmp_path)
     args = ["-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_it.py"]
     fresh = subprocess.run(
         [sys.executable, "-m", "pytest", *args],
@@ -277,7 +284,7 @@ def test_a_run_does_not_start_when_the_copys_code_is_already_imported(
     """The child checks, by name, that none of the copy's modules is imported before pytest
     starts (here: told that ``json``, which the server imports, must not be)."""
     copy = recording_copy(tmp_path / "copy")
-    env = bite.environment(copy, tmp_path / "pyc")
+    env = bite.environment(copy, installed_bytecode(tmp_path))
     code = server.run(copy, env, ["tests"], tmp_path / "log", absent=["json"], timeout=600)
     assert code == zygote.SET_UP_FAILED
     assert "imported before the run: json" in (tmp_path / "log").read_text()
@@ -308,7 +315,7 @@ def test_a_run_over_its_time_is_killed_and_the_next_has_a_new_server(
         tmp_path / "copy",
         "import time\n\ndef test_hangs():\n    time.sleep(600)\n\ndef test_passes():\n    pass\n",
     )
-    env = bite.environment(copy, tmp_path / "pyc")
+    env = bite.environment(copy, installed_bytecode(tmp_path))
     before = server.start()
     hangs = server.run(
         copy, env, ["tests/test_it.py::test_hangs"], tmp_path / "log", absent=(), timeout=1
@@ -420,10 +427,10 @@ def test_the_unbroken_runs_shares_run_each_test_once_and_past_a_failure(
     claims = tmp_path / "claims"
     claims.mkdir()
     first = bite.run_tests(
-        copy, every[:2], tmp_path / "first.log", tmp_path / "pyc", server, claims=claims
+        copy, every[:2], tmp_path / "first.log", installed_bytecode(tmp_path), server, claims=claims
     )
     second = bite.run_tests(
-        copy, every, tmp_path / "second.log", tmp_path / "pyc", server, claims=claims
+        copy, every, tmp_path / "second.log", installed_bytecode(tmp_path), server, claims=claims
     )
     assert (first.code, first.failed, sorted(name for _, name in first.times)) == (
         1,
