@@ -31,7 +31,7 @@ SUITE_PARALLEL := -n $(shell echo $$(( $(JOBS) > 1 ? $(JOBS) + 1 : 1 ))) --dist 
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/bytecode
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help venv browser node ci-tools collect lint format check unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
+.PHONY: help venv browser node ci-tools lint format check unit integration template build package dist test explore bite verify demo bench cost emulator lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -157,14 +157,8 @@ dist: $(STAMP) ## The consumer helper's wheel (cmstoken-consumer: requests and b
 # The checks before the tests run side by side (mypy alone takes 25 s; one after another they
 # took 55 s on a clean clone), each one's output printed whole when it ends (--output-sync);
 # the tests start once all of them passed. --durations: the slowest tests named at the end, so
-# that a suite growing past its 8 minutes says where. collect: the tests are collected once
-# first, so that their modules are rewritten for pytest's assertions and compiled once (into
-# .venv/bytecode), not by each test process at once (20 s of CPU each on a clean clone, 8 s
-# once compiled); a module that fails to import stops the run here.
-PRE_TEST := lint template build browser node ci-tools collect
-
-collect: $(STAMP)
-	@out=$$($(BIN)/pytest -q --collect-only -p no:cacheprovider tests 2>&1) || { echo "$$out"; exit 1; }
+# that a suite growing past its 8 minutes says where.
+PRE_TEST := lint template build browser node ci-tools
 
 test: ## Every check: lint, types, template, build, unit and integration tests (explore included)
 	@$(MAKE) --no-print-directory -j $(JOBS) --output-sync=target $(PRE_TEST)
