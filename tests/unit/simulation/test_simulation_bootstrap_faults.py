@@ -10,7 +10,6 @@ explore``, part of ``make test``) keeps to its time budget.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +18,8 @@ import pytest
 from simulation.bootstrap_exploration import explore, run_schedule
 from simulation.exploration import Bounds, independent
 from simulation.search import SleepSetExplorer
+from support import DEEPER
 
-PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 UPSTREAM = ("refresh", "device_token", "exchange")
 EVERY_FAULT = Bounds(crashes=1, lost=1, stale=1, lost_endpoints=UPSTREAM)
 CRASH = Bounds(crashes=1, lost=0, stale=0)
@@ -31,7 +30,7 @@ CASES: list[tuple[str, Bounds]] = [
     ("reauthorization", CRASH),
     ("revoked", CRASH),
 ]
-if PROFILE == "verify":
+if DEEPER:
     CASES = [
         ("first", Bounds(crashes=2, lost=1, stale=2, lost_endpoints=(*UPSTREAM, "projects"))),
         ("reauthorization", LOST),

@@ -13,7 +13,6 @@ faults, within its time budget.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
@@ -21,8 +20,8 @@ import pytest
 from cmstoken.core import version_budget
 from simulation.exploration import Bounds
 from simulation.quota_exploration import SCENARIOS, QuotaScenario, explore
+from support import DEEPER
 
-PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 NONE = Bounds(crashes=0, lost=0, stale=0)
 # Where both writers may just start.
 EDGES = [s for s in SCENARIOS if s.level == "outside" or s.label() == "scheduled-operator-inside"]
@@ -30,7 +29,7 @@ EDGES = [s for s in SCENARIOS if s.level == "outside" or s.label() == "scheduled
 # the outside edge the schedule's refresh and an operator's poll both always fit).
 DECIDING = [s for s in EDGES if s.label() != "scheduled-operator-outside"]
 CASES: list[tuple[QuotaScenario, Bounds]] = [(s, NONE) for s in DECIDING]
-if PROFILE == "verify":
+if DEEPER:
     FAULTS = Bounds(crashes=1, lost=1, stale=0, lost_endpoints=("refresh", "device_token"))
     INSIDE = next(s for s in SCENARIOS if s.label() == "scheduled-operator-inside")
     CASES = [(s, FAULTS) for s in SCENARIOS] + [

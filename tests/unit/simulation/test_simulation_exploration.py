@@ -8,7 +8,6 @@ the default (``make explore``, part of ``make test``) stays within 90 s.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,8 +27,8 @@ from simulation.exploration import (
     on_lambda,
 )
 from simulation.search import SleepSetExplorer
+from support import DEEPER
 
-PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 EXPLORE = Bounds(crashes=1, lost=1, stale=1)
 VERIFY = Bounds(crashes=2, lost=1, stale=2, lost_endpoints=("refresh", "exchange", "projects"))
 # Busy services (Secrets Manager throttling, a 503 from the provider or the service): the call
@@ -63,7 +62,7 @@ CASES: list[tuple[Scenario, Bounds]] = [
     # A streak already waiting: the run's lost answer must still have Lambda's retries at once.
     (on_lambda(300.0, streak=3), LAMBDA),
 ]
-if PROFILE == "verify":
+if DEEPER:
     CASES = [
         (TWO_ROTATORS, VERIFY),
         (DUPLICATE_FORCED, VERIFY),

@@ -11,22 +11,21 @@ explore``, part of ``make test``) keeps to its time budget.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
 
 from simulation.exploration import Bounds
 from simulation.links_exploration import PRESS_SCENARIOS, SCENARIOS, explore
+from support import DEEPER
 
-PROFILE = os.environ.get("SIMULATION_BOUNDS", "explore")
 NONE = Bounds(crashes=0, lost=0, stale=0)
 CRASH = Bounds(crashes=1, lost=0, stale=0)
 CRASH_AND_BUSY = Bounds(crashes=1, lost=0, stale=0, busy=1)
 # The presses and the polls make many calls (the bootstrap's status, start and poll): their
 # schedules with a crash take minutes, so make explore explores them without faults.
-DEEP = {"explore": CRASH, "verify": CRASH_AND_BUSY}[PROFILE]
-LONG = {"explore": NONE, "verify": CRASH}[PROFILE]
+DEEP = CRASH_AND_BUSY if DEEPER else CRASH
+LONG = CRASH if DEEPER else NONE
 LONG_SCENARIOS = (*PRESS_SCENARIOS, "two polls")
 # The presses' scenarios with the person approving what the page showed or never; the polls'
 # are approved in their setup, and the reminders' have nothing to approve.

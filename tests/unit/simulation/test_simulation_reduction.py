@@ -16,15 +16,14 @@ here, and the pruned search with the unpruned one with a crash and with a slow a
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from simulation.exploration import DUPLICATE_FORCED, TWO_ROTATORS, Bounds, Scenario, explore
+from support import DEEPER
 
 FAULT_FREE = Bounds(crashes=0, lost=0, stale=0)
 CASES: list[tuple[Scenario, Bounds]] = [(TWO_ROTATORS, FAULT_FREE)]
-if os.environ.get("SIMULATION_BOUNDS") == "verify":
+if DEEPER:
     CASES += [
         (TWO_ROTATORS, Bounds(crashes=0, lost=1, stale=0)),
         (DUPLICATE_FORCED, FAULT_FREE),
