@@ -67,9 +67,7 @@ VERIFY_MOMENTS: dict[str, float | Callable[[Span], float]] = {
     "a link's pending": link_pending_moment,
 }
 MOMENTS = (
-    VERIFY_MOMENTS
-    if DEEPER
-    else {"worst": worst_moment, "a link's pending": link_pending_moment}
+    VERIFY_MOMENTS if DEEPER else {"worst": worst_moment, "a link's pending": link_pending_moment}
 )
 QUIET = {"a link's pending"}
 
