@@ -65,7 +65,8 @@ from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
 from simulation.invariants import InvariantChecker, Step, Violation, history, label, unnumbered
 from simulation.scheduler import Actor, Scheduler, SchedulingError, current_actor, seed_jitter
-from simulation.search import SleepSetExplorer
+from simulation.search import SleepSetExplorer, State
+from simulation.symmetry import Symmetry, renamed
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 DEADLINE_SECONDS = 120.0
@@ -254,7 +255,7 @@ def independent(a: Transition, b: Transition) -> bool:
 
 # The search's choice at a decision: the options and the state's fingerprint (a function, which
 # also records the state: called when the search needs it, not in a replayed prefix).
-Decide = Callable[[list[Transition], Callable[[], int]], Transition | None]
+Decide = Callable[[list[Transition], Callable[[], State[Transition]]], Transition | None]
 
 
 @dataclass
@@ -303,7 +304,10 @@ class Harness(Scheduler):
         self.checker: InvariantChecker
         self.start_at = 0.0
         self.recalled: Recovery | None = None  # the recovery taken from a record, not run
-        self._recording: list[int] | None = None  # the states of a recovery being recorded
+        self._recording: list[tuple[int, ...]] | None = None  # a recovery's states, recorded
+        # interchangeable actors (``simulation.symmetry``): the fingerprint is the least of
+        # the state's under each renaming of them
+        self.symmetry: Symmetry | None = None
 
     def new_world(self, **options: Any) -> World:
         """A world whose every call passes this harness: its scheduling clock, and a stale read
@@ -343,6 +347,8 @@ class Harness(Scheduler):
             return result
 
         actor = SimActor(name, run_body)
+        if self.symmetry is not None:
+            actor.stream = self.symmetry.stream(name)
         self.actors.append(actor)
         return actor
 
@@ -366,7 +372,8 @@ class Harness(Scheduler):
         ]
         if not failed:
             return None
-        first = min(failed, key=lambda i: i.ended_at)
+        at = min(i.ended_at for i in failed)
+        first = self._first_retried([i for i in failed if i.ended_at == at])
         first.retried = True
         clock = self.world.clock
         clock.advance(max(0.0, first.ended_at + RETRY_WAITS[first.attempt - 1] - clock.now()))
@@ -374,6 +381,22 @@ class Harness(Scheduler):
         name = f"{base}#{first.attempt + 1}"
         self._step(name, "invoke", f"t+{clock.now() - self.start_at:.1f}s Lambda retries {base}")
         return self.invoke(name, first.request, attempt=first.attempt + 1)
+
+    def _first_retried(self, due: list[Invocation]) -> Invocation:
+        """Of failed invocations Lambda retries at the same moment, the one retried first: in
+        the scenario's order of actors, and of two interchangeable ones, the one that, renamed
+        its group's first, gives the least fingerprint (the state decides, never a name)."""
+        symmetry = self.symmetry
+        if symmetry is None or len(due) == 1:
+            return due[0]
+        names = [actor.name for actor in self.actors]
+
+        def key(invocation: Invocation) -> tuple[int, int]:
+            rename = symmetry.rename(symmetry.swapping_to_first(invocation.name))
+            stream = symmetry.stream(invocation.name).partition("#")[0]
+            return names.index(stream), _state(self._shared_as(rename), self._own_as(rename))
+
+        return min(due, key=key)
 
     def _end(self, name: str, outcome: str, message: str, *, failed: bool = False) -> None:
         invocation = self.invocations.get(name)
@@ -484,7 +507,9 @@ class Harness(Scheduler):
         actor = next((a for a in self.actors if a.name == name), None)
         if actor is None:
             self._recovery_steps += 1
-        seed_jitter(name, len(actor.points) if actor is not None else self._recovery_steps)
+            seed_jitter(name, self._recovery_steps)
+        else:
+            seed_jitter(actor.stream or name, len(actor.points))
         world = self.world
         if fault == "lost":
             world.upstream.lose(action.removeprefix("upstream."))
@@ -533,19 +558,24 @@ class Harness(Scheduler):
             self._record_state()
         return step
 
-    def _record_state(self) -> int:
+    def _record_state(self) -> State[Transition]:
         """Note the state: only between transitions (at a decision, when the actors are done,
         after a recovery step), never inside one. A step runs its actor on to its next
         scheduling point, so its call and, say, the actor's end are one transition: the state
         between them is no state of the search, and recording it made a state reachable only
-        in the orders where that transition comes last. Returns the state's fingerprint."""
-        shared = self._shared()
+        in the orders where that transition comes last. Returns the state's fingerprint and
+        the renaming of steps that gives it (``canonical``)."""
+        shareds = self._shareds()
         if self._recording is not None:
-            self._recording.append(shared)
-        state = _state(shared, self._own())
+            self._recording.append(shareds)
+        state, index = self._canonical(shareds, self._owns())
         if self.states is not None:
             self.states.add(state)
-        return state
+        if index == 0:
+            return state, None
+        assert self.symmetry is not None
+        rename = self.symmetry.rename(self.symmetry.renamings[index])
+        return state, lambda t: replace(t, actor=rename(t.actor))
 
     def _record(
         self,
@@ -660,8 +690,79 @@ class Harness(Scheduler):
         every answer it was given, which determine its local state; crashed or not) and the
         invariant checker's history (``simulation.invariants.history``). Nothing that records
         the order of steps of different actors: two orders of commuting steps must give one
-        fingerprint."""
-        return _state(self._shared(), self._own())
+        fingerprint. With interchangeable actors, the least under their renamings."""
+        return self._canonical(self._shareds(), self._owns())[0]
+
+    def least_renamed(self, texts: list[str]) -> str:
+        """``texts`` sorted and joined, the least of their renamings of interchangeable actors:
+        a violation's message or the actors' ends, one text for states that are one renamed."""
+        if self.symmetry is None:
+            return "; ".join(sorted(texts))
+        return self.symmetry.least(texts)
+
+    def fingerprints(self) -> tuple[int, ...]:
+        """The state's fingerprint under each renaming of interchangeable actors, the names as
+        they are first (one without interchangeable actors)."""
+        return tuple(map(_state, self._shareds(), self._owns()))
+
+    def _canonical(self, shareds: tuple[int, ...], owns: tuple[Any, ...]) -> tuple[int, int]:
+        """The least fingerprint of the state's renamings (their ``_shareds`` and ``_owns``),
+        and the index of the renaming that gives it (0: the names as they are)."""
+        if len(shareds) == 1:
+            return _state(shareds[0], owns[0]), 0
+        return min((_state(s, o), i) for i, (s, o) in enumerate(zip(shareds, owns, strict=True)))
+
+    def _shareds(self) -> tuple[int, ...]:
+        """``_shared`` under each renaming of interchangeable actors, the names as they are
+        first."""
+        if self.recalled is not None:
+            return self.recalled.after
+        symmetry = self.symmetry
+        if symmetry is None:
+            return (self._shared(),)
+        return tuple(self._shared_as(symmetry.rename(r)) for r in symmetry.renamings)
+
+    def _owns(self) -> tuple[Any, ...]:
+        """``_own`` under each renaming of interchangeable actors, the names as they are
+        first."""
+        symmetry = self.symmetry
+        if symmetry is None:
+            return (self._own(),)
+        return tuple(self._own_as(symmetry.rename(r)) for r in symmetry.renamings)
+
+    def _own_as(self, rename: Callable[[str], str]) -> tuple[Any, ...]:
+        """``_own``, the actors renamed by ``rename``, in the order of their new names."""
+        return tuple(
+            sorted(
+                (
+                    rename(actor.name),
+                    tuple(map(rename, self.texts.get(actor.name, ()))),
+                    tuple(map(rename, self.answers.get(actor.name, ()))),
+                    cast(SimActor, actor).crashed,
+                )
+                for actor in self.actors
+            )
+        )
+
+    def _shared_as(self, rename: Callable[[str], str]) -> int:
+        """``_shared``, the actors renamed by ``rename`` in every text of it."""
+        world = self.world
+        invocations = tuple(
+            sorted(
+                (rename(i.name), i.attempt, i.failed, i.ended_at, i.retried)
+                for i in self.invocations.values()
+            )
+        )
+        return hash(
+            (
+                renamed(_models(world), rename),
+                world.clock.now(),
+                tuple(sorted(self.used.items())),
+                invocations,
+                self.last_deadline,
+                history(self.checker, rename),
+            )
+        )
 
     def _own(self) -> tuple[Any, ...]:
         """The fingerprint's part of the actors' own histories."""
@@ -678,7 +779,7 @@ class Harness(Scheduler):
         """The fingerprint's part but the actors' own histories (after a recovery taken from
         its record: the state it left)."""
         if self.recalled is not None:
-            return self.recalled.after
+            return self.recalled.after[0]
         world = self.world
         invocations = tuple(sorted(map(repr, self.invocations.values())))
         return hash(
@@ -736,8 +837,8 @@ class Harness(Scheduler):
         if known is not None:
             self.recalled = known
             if self.states is not None:
-                own = self._own()
-                self.states.update(_state(shared, own) for shared in known.states)
+                owns = self._owns()
+                self.states.update(self._canonical(shareds, owns)[0] for shareds in known.states)
             return
         self._recording = []
         first = len(self.steps)
@@ -745,7 +846,7 @@ class Harness(Scheduler):
         recorded, self._recording = self._recording, None
         if self.violation is None:
             ends = tuple(step.text for step in self.steps[first:] if step.action == "end")
-            recoveries[start] = Recovery(tuple(recorded), self._shared(), ends)
+            recoveries[start] = Recovery(tuple(recorded), self._shareds(), ends)
 
 
 def _state(shared: int, own: tuple[Any, ...]) -> int:
@@ -756,10 +857,10 @@ def _state(shared: int, own: tuple[Any, ...]) -> int:
 @dataclass(frozen=True)
 class Recovery:
     """A recovery's record (``Harness.recover_once``): the states it passed, the state it left
-    (each as ``Harness._shared``) and the texts of its ends."""
+    (each as ``Harness._shareds``) and the texts of its ends."""
 
-    states: tuple[int, ...]
-    after: int
+    states: tuple[tuple[int, ...], ...]
+    after: tuple[int, ...]
     ends: tuple[str, ...]
 
 
@@ -910,9 +1011,11 @@ def run_schedule(
     store: StoreFactory | None = None,
     states: set[int] | None = None,
     recoveries: dict[int, Recovery] | None = None,
+    symmetry: bool = True,
 ) -> Harness:
     harness = Harness(decide, bounds)
     harness.states = states
+    harness.symmetry = Symmetry.of(scenario.actors) if symmetry else None
     world = harness.new_world(
         reuse_interval=scenario.reuse_interval,
         reserved_concurrency=scenario.reserved_concurrency,
@@ -948,11 +1051,13 @@ def explore(
     prune: bool = True,
     stop_at_first: bool = True,
     recall: bool = True,
+    symmetry: bool = True,
 ) -> Report:
     """Every schedule of ``scenario`` within ``bounds``; stops at the first counterexample.
     ``reduce``: with sleep sets; ``prune``: with state caching (``simulation.search``);
     ``recall``: a recovery from a state met before taken from its record
-    (``Harness.recover_once``)."""
+    (``Harness.recover_once``); ``symmetry``: interchangeable actors' states met renamed
+    count as met (``simulation.symmetry``)."""
     recoveries: dict[int, Recovery] | None = {} if recall else None
     setup = (
         f"the seeded stack, the clock moved {scenario.advance / HOUR:.0f} h; "
@@ -961,7 +1066,13 @@ def explore(
     return search(
         Report(scenario.name, bounds),
         lambda decide, states: run_schedule(
-            scenario, bounds, decide, store=store, states=states, recoveries=recoveries
+            scenario,
+            bounds,
+            decide,
+            store=store,
+            states=states,
+            recoveries=recoveries,
+            symmetry=symmetry,
         ),
         setup,
         reduce=reduce,
@@ -991,7 +1102,8 @@ def search(
             number = report.schedules + report.pruned + 1
             report.counterexample = trace(report.scenario, setup, harness, number)
             violation = harness.violation
-            report.violations.add(f"{violation.invariant}: {unnumbered(violation.message)}")
+            message = harness.least_renamed([unnumbered(violation.message)])
+            report.violations.add(f"{violation.invariant}: {message}")
             report.schedules += 1
             if stop_at_first:
                 break
@@ -1002,8 +1114,7 @@ def search(
             ends = [text.split(": ", 1)[1] for text in harness.end_texts()]
             report.outcomes["; ".join(e.split(" (")[0] for e in ends)] += 1
             report.faults.update(harness.used)
-            finals = sorted(harness.end_texts())
-            report.finals[harness.fingerprint()] = "; ".join(finals)
+            report.finals[harness.fingerprint()] = harness.least_renamed(harness.end_texts())
         if not explorer.advance():
             break
         if report.schedules + report.pruned >= bounds.limit:

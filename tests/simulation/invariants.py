@@ -38,11 +38,12 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cmstoken.aws.documents import STATUS_ACTIVE, STATUS_REAUTHORIZATION_REQUIRED
+from simulation.symmetry import renamed
 
 if TYPE_CHECKING:
     from simulation.world import World
@@ -415,18 +416,21 @@ def _multiset(digests: Iterable[int]) -> int:
     return hash((total & _MASK, count))
 
 
-def history(checker: object) -> int:
+def history(checker: object, rename: Callable[[str], str] | None = None) -> int:
     """What of an invariant checker's history decides its later verdicts, for the state's
     fingerprint: every field but the world (fingerprinted on its own), without the step numbers,
     which only name steps in messages (commuting steps number differently in either order): a
-    rotation as who was answered, the token issued and when; the runs' reports in no order."""
+    rotation as who was answered, the token issued and when; the runs' reports as a multiset.
+    ``rename``: applied to every text first (``simulation.symmetry``)."""
     fields = {k: v for k, v in vars(checker).items() if k not in ("world", "lw", "_times")}
     if isinstance(checker, InvariantChecker):
         fields["rotated"] = {
             token: (who, issued, checker._times[number])
             for token, (number, who, issued) in checker.rotated.items()
         }
-        fields["reported"] = sorted(checker.reported)
+        fields["reported"] = Counter(checker.reported)
+    if rename is not None:
+        fields = renamed(fields, rename)
     return digest(fields)
 
 

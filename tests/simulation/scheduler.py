@@ -51,6 +51,7 @@ class Actor:
     error: BaseException | None = None
     points: list[str] = field(default_factory=list)
     greenlet: greenlet | None = None
+    stream: str = ""  # the jitter's stream (``seed_jitter``), when not the actor's name
 
 
 class _ActorGreenlet(greenlet):
@@ -116,7 +117,7 @@ class Scheduler:
 
     def _start(self, actor: Actor) -> None:
         def main() -> None:
-            seed_jitter(actor.name, 0)
+            seed_jitter(actor.stream or actor.name, 0)
             try:
                 actor.result = actor.body()
             except BaseException as exc:  # recorded, judged by the test

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 
 from simulation.scheduler import SchedulingError
 
+# A state as the search sees it: its fingerprint, and the renaming of steps under which it is
+# that fingerprint (``None``: none; ``simulation.symmetry``).
+type State[T] = tuple[int, Callable[[T], T] | None]
+
 
 @dataclass
 class _Node[T: Hashable]:
@@ -55,10 +59,11 @@ class SleepSetExplorer[T: Hashable]:
         self.visits: dict[int, _Visit[T]] = {}
         self.revisits = 0  # schedules abandoned at a state explored before
 
-    def decide(self, options: list[T], state: Callable[[], int] | None = None) -> T | None:
+    def decide(self, options: list[T], state: Callable[[], State[T]] | None = None) -> T | None:
         """The step to take at this decision, ``None`` to abandon the schedule; ``state``: the
-        state's fingerprint here, called at a decision met for the first time (in a replayed
-        prefix the state was seen), ``None``: no caching."""
+        state's fingerprint here and the renaming of steps that goes with it (``None``: the
+        steps as they are; ``simulation.symmetry``), called at a decision met for the first
+        time (in a replayed prefix the state was seen); no ``state``: no caching."""
         depth = self.depth
         self.depth += 1
         if depth < len(self.stack):
@@ -81,18 +86,24 @@ class SleepSetExplorer[T: Hashable]:
         self.stack.append(_Node(options, sleep, done, awake[0]))
         return awake[0]
 
-    def _explored(self, options: list[T], sleep: frozenset[T], state: int | None) -> list[T] | None:
+    def _explored(
+        self, options: list[T], sleep: frozenset[T], state: State[T] | None
+    ) -> list[T] | None:
         """The steps explored from earlier visits of ``state``, ``None`` at a first visit (or
-        without caching); notes this visit."""
+        without caching); notes this visit. A renamed state's steps are noted renamed."""
         if state is None or not self.prune:
             return None
-        visit = self.visits.get(state)
+        fingerprint, rename = state
+        named = options if rename is None else [rename(o) for o in options]
+        if rename is not None:
+            sleep = frozenset(map(rename, sleep))
+        visit = self.visits.get(fingerprint)
         if visit is None:
-            self.visits[state] = _Visit(options, sleep)
+            self.visits[fingerprint] = _Visit(named, sleep)
             return None
-        if visit.options != options:
+        if visit.options != named and set(visit.options) != set(named):  # (renamed: reordered)
             raise SchedulingError("a state met again offers other choices: a short fingerprint")
-        done = [o for o in options if o not in visit.asleep]
+        done = [o for o, n in zip(options, named, strict=True) if n not in visit.asleep]
         visit.asleep = visit.asleep & sleep
         return done
 
