@@ -31,11 +31,11 @@ from simulation.exploration import (
     Bounds,
     Decide,
     Harness,
-    Recovery,
     Report,
     Transition,
     search,
 )
+from simulation.fingerprints import Recovery
 from simulation.invariants import InvariantChecker, Step, Violation, label
 from simulation.world import HOUR, REFRESH_SECRET
 

@@ -63,10 +63,11 @@ from cmstoken.aws.secrets import SecretStore, next_version_id
 from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
-from simulation.invariants import InvariantChecker, Step, Violation, history, label, unnumbered
+from simulation.fingerprints import Fingerprints, Invocation, Recovery
+from simulation.invariants import InvariantChecker, Step, Violation, label, unnumbered
 from simulation.scheduler import Actor, Scheduler, SchedulingError, current_actor, seed_jitter
 from simulation.search import SleepSetExplorer, State
-from simulation.symmetry import Symmetry, renamed
+from simulation.symmetry import Symmetry
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
 DEADLINE_SECONDS = 120.0
@@ -148,13 +149,13 @@ TWO_ROTATORS = Scenario(
 )
 DUPLICATE_FORCED = Scenario(
     "a forced request delivered twice, past the debounce",
-    (("forced", FORCED), ("duplicate", FORCED)),
+    (("delivery", FORCED), ("redelivery", FORCED)),
     1 * HOUR,
     1,
 )
 SCHEDULED_AND_DUPLICATE_FORCED = Scenario(
     "a scheduled run and a forced request delivered twice, token due",
-    (("scheduled", SCHEDULED), ("forced", FORCED), ("duplicate", FORCED)),
+    (("scheduled", SCHEDULED), ("delivery", FORCED), ("redelivery", FORCED)),
     19 * HOUR,
     1,
 )
@@ -276,7 +277,7 @@ class SchedClock(SimClock):
         self.harness("clock", "sleep", lambda: SimClock.sleep(self, seconds), seconds=seconds)
 
 
-class Harness(Scheduler):
+class Harness(Scheduler, Fingerprints):
     """Runs one schedule of a scenario (an ``Interceptor`` for the world's models)."""
 
     # Counts of the credential's versions are scheduling points (recorded by the subclass that
@@ -308,6 +309,7 @@ class Harness(Scheduler):
         # interchangeable actors (``simulation.symmetry``): the fingerprint is the least of
         # the state's under each renaming of them
         self.symmetry: Symmetry | None = None
+        self.tied = False  # a retry chosen between two invocations nothing tells apart
 
     def new_world(self, **options: Any) -> World:
         """A world whose every call passes this harness: its scheduling clock, and a stale read
@@ -384,19 +386,25 @@ class Harness(Scheduler):
 
     def _first_retried(self, due: list[Invocation]) -> Invocation:
         """Of failed invocations Lambda retries at the same moment, the one retried first: in
-        the scenario's order of actors, and of two interchangeable ones, the one that, renamed
-        its group's first, gives the least fingerprint (the state decides, never a name)."""
+        the scenario's order of actors, and of the two interchangeable ones, the one that,
+        given the first actor's name, gives the lesser fingerprint (the state decides, not a
+        name). When both give the same, the state is its own renaming and nothing tells the
+        two apart: the first actor's goes first, and the other order reaches the same states
+        renamed (``tied``)."""
         symmetry = self.symmetry
         if symmetry is None or len(due) == 1:
             return due[0]
         names = [actor.name for actor in self.actors]
-
-        def key(invocation: Invocation) -> tuple[int, int]:
-            rename = symmetry.rename(symmetry.swapping_to_first(invocation.name))
-            stream = symmetry.stream(invocation.name).partition("#")[0]
-            return names.index(stream), _state(self._shared_as(rename), self._own_as(rename))
-
-        return min(due, key=key)
+        keys = {
+            i.name: (
+                names.index(symmetry.stream(i.name).partition("#")[0]),
+                self._state_as(symmetry.to_first(i.name)),
+            )
+            for i in due
+        }
+        first = min(due, key=lambda i: keys[i.name])
+        self.tied = self.tied or sum(keys[i.name] == keys[first.name] for i in due) > 1
+        return first
 
     def _end(self, name: str, outcome: str, message: str, *, failed: bool = False) -> None:
         invocation = self.invocations.get(name)
@@ -565,16 +573,18 @@ class Harness(Scheduler):
         between them is no state of the search, and recording it made a state reachable only
         in the orders where that transition comes last. Returns the state's fingerprint and
         the renaming of steps that gives it (``canonical``)."""
-        shareds = self._shareds()
         if self._recording is not None:
+            shareds = self.shareds()
             self._recording.append(shareds)
-        state, index = self._canonical(shareds, self._owns())
+            state, index = self.canonical(shareds.__getitem__)
+        else:
+            state, index = self.canonical()
         if self.states is not None:
             self.states.add(state)
         if index == 0:
             return state, None
         assert self.symmetry is not None
-        rename = self.symmetry.rename(self.symmetry.renamings[index])
+        rename = self.symmetry.renames[index]
         return state, lambda t: replace(t, actor=rename(t.actor))
 
     def _record(
@@ -681,118 +691,6 @@ class Harness(Scheduler):
             facts["status"] = status
         self._step(name, action, f"{when} {text}", **facts)
 
-    def fingerprint(self) -> int:
-        """The state between two transitions, all the future depends on: the models (every
-        secret's versions with their values, stages and times, and which were current; the
-        identity provider's token families, access tokens and device codes; the service's
-        tokens), the clock, the faults used (and so those left), Lambda's invocations (failed,
-        when, retried: its retries to come), each actor's own history (the steps it took and
-        every answer it was given, which determine its local state; crashed or not) and the
-        invariant checker's history (``simulation.invariants.history``). Nothing that records
-        the order of steps of different actors: two orders of commuting steps must give one
-        fingerprint. With interchangeable actors, the least under their renamings."""
-        return self._canonical(self._shareds(), self._owns())[0]
-
-    def least_renamed(self, texts: list[str]) -> str:
-        """``texts`` sorted and joined, the least of their renamings of interchangeable actors:
-        a violation's message or the actors' ends, one text for states that are one renamed."""
-        if self.symmetry is None:
-            return "; ".join(sorted(texts))
-        return self.symmetry.least(texts)
-
-    def fingerprints(self) -> tuple[int, ...]:
-        """The state's fingerprint under each renaming of interchangeable actors, the names as
-        they are first (one without interchangeable actors)."""
-        return tuple(map(_state, self._shareds(), self._owns()))
-
-    def _canonical(self, shareds: tuple[int, ...], owns: tuple[Any, ...]) -> tuple[int, int]:
-        """The least fingerprint of the state's renamings (their ``_shareds`` and ``_owns``),
-        and the index of the renaming that gives it (0: the names as they are)."""
-        if len(shareds) == 1:
-            return _state(shareds[0], owns[0]), 0
-        return min((_state(s, o), i) for i, (s, o) in enumerate(zip(shareds, owns, strict=True)))
-
-    def _shareds(self) -> tuple[int, ...]:
-        """``_shared`` under each renaming of interchangeable actors, the names as they are
-        first."""
-        if self.recalled is not None:
-            return self.recalled.after
-        symmetry = self.symmetry
-        if symmetry is None:
-            return (self._shared(),)
-        return tuple(self._shared_as(symmetry.rename(r)) for r in symmetry.renamings)
-
-    def _owns(self) -> tuple[Any, ...]:
-        """``_own`` under each renaming of interchangeable actors, the names as they are
-        first."""
-        symmetry = self.symmetry
-        if symmetry is None:
-            return (self._own(),)
-        return tuple(self._own_as(symmetry.rename(r)) for r in symmetry.renamings)
-
-    def _own_as(self, rename: Callable[[str], str]) -> tuple[Any, ...]:
-        """``_own``, the actors renamed by ``rename``, in the order of their new names."""
-        return tuple(
-            sorted(
-                (
-                    rename(actor.name),
-                    tuple(map(rename, self.texts.get(actor.name, ()))),
-                    tuple(map(rename, self.answers.get(actor.name, ()))),
-                    cast(SimActor, actor).crashed,
-                )
-                for actor in self.actors
-            )
-        )
-
-    def _shared_as(self, rename: Callable[[str], str]) -> int:
-        """``_shared``, the actors renamed by ``rename`` in every text of it."""
-        world = self.world
-        invocations = tuple(
-            sorted(
-                (rename(i.name), i.attempt, i.failed, i.ended_at, i.retried)
-                for i in self.invocations.values()
-            )
-        )
-        return hash(
-            (
-                renamed(_models(world), rename),
-                world.clock.now(),
-                tuple(sorted(self.used.items())),
-                invocations,
-                self.last_deadline,
-                history(self.checker, rename),
-            )
-        )
-
-    def _own(self) -> tuple[Any, ...]:
-        """The fingerprint's part of the actors' own histories."""
-        return tuple(
-            (
-                tuple(self.texts.get(actor.name, ())),
-                tuple(self.answers.get(actor.name, ())),
-                cast(SimActor, actor).crashed,
-            )
-            for actor in self.actors
-        )
-
-    def _shared(self) -> int:
-        """The fingerprint's part but the actors' own histories (after a recovery taken from
-        its record: the state it left)."""
-        if self.recalled is not None:
-            return self.recalled.after[0]
-        world = self.world
-        invocations = tuple(sorted(map(repr, self.invocations.values())))
-        return hash(
-            (
-                _models(world),
-                world.clock.now(),
-                tuple(sorted(self.used.items())),
-                invocations,
-                self.last_deadline,
-                history(self.checker),
-            )
-        )
-
     def end_texts(self) -> list[str]:
         """The texts of the actors' ends and the recovery's, in order."""
         texts = [step.text for step in self.steps if step.action == "end"]
@@ -837,8 +735,7 @@ class Harness(Scheduler):
         if known is not None:
             self.recalled = known
             if self.states is not None:
-                owns = self._owns()
-                self.states.update(self._canonical(shareds, owns)[0] for shareds in known.states)
+                self.states.update(self.canonical(shared.__getitem__)[0] for shared in known.states)
             return
         self._recording = []
         first = len(self.steps)
@@ -846,34 +743,7 @@ class Harness(Scheduler):
         recorded, self._recording = self._recording, None
         if self.violation is None:
             ends = tuple(step.text for step in self.steps[first:] if step.action == "end")
-            recoveries[start] = Recovery(tuple(recorded), self._shareds(), ends)
-
-
-def _state(shared: int, own: tuple[Any, ...]) -> int:
-    """The fingerprint of a state from its two parts (``Harness._shared``, ``Harness._own``)."""
-    return hash((shared, own))
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """A recovery's record (``Harness.recover_once``): the states it passed, the state it left
-    (each as ``Harness._shareds``) and the texts of its ends."""
-
-    states: tuple[tuple[int, ...], ...]
-    after: tuple[int, ...]
-    ends: tuple[str, ...]
-
-
-@dataclass
-class Invocation:
-    """A rotator invocation Lambda ran (its ``attempt``-th), and how it ended."""
-
-    name: str
-    request: RotationRequest
-    attempt: int
-    failed: bool = False
-    ended_at: float = 0.0
-    retried: bool = False
+            recoveries[start] = Recovery(tuple(recorded), self.shareds(), ends)
 
 
 def _answered(answer: Any, error: Exception | None) -> str:
@@ -884,35 +754,6 @@ def _answered(answer: Any, error: Exception | None) -> str:
         return repr(error)
     body = getattr(answer, "body", None)
     return repr(answer) if body is None else f"{answer!r} {body!r}"
-
-
-def _models(world: World) -> tuple[Any, ...]:
-    """The models' state, for ``Harness.fingerprint``."""
-    identity, service = world.identity, world.upstream.service
-    secrets = tuple(
-        (
-            tuple(secret.history),
-            tuple(
-                (v.version_id, v.text, tuple(v.stages), v.created) for v in secret.versions.values()
-            ),
-            tuple(v.version_id for v in secret.removed),
-        )
-        for secret in world.secretsmanager.secrets.values()
-    )
-    tokens = tuple(
-        (value, token.parent, token.used_at, repr(token.family))
-        for value, token in identity.tokens.items()
-    )
-    devices = tuple(map(repr, identity.devices.values()))
-    return (
-        secrets,
-        tokens,
-        tuple(identity.access_tokens.items()),
-        devices,
-        identity.minted,
-        tuple(service.tokens.items()),
-        service.minted,
-    )
 
 
 def _loss(fault: str, cut_short: bool) -> str:

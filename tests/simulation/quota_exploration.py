@@ -38,10 +38,10 @@ from simulation.exploration import (
     Bounds,
     Decide,
     Harness,
-    Recovery,
     Report,
     search,
 )
+from simulation.fingerprints import Recovery
 from simulation.invariants import QUOTA_REFUSED
 from simulation.secretsmanager import DAY, QUOTA
 from simulation.world import HOUR, REFRESH_SECRET, World

@@ -1,41 +1,45 @@
-"""Symmetry between actors that run the same request: two scheduled runs, or the two deliveries
-of one forced request, are the same program given the same input, told apart only by their
-names. A state and the state with their names swapped (everywhere: the actors' histories, a
-lease's owner, the checker's notes, Lambda's invocations) have the same futures, names swapped,
-and the invariants hold in one exactly when they hold in the other (they never test a name). So
-the search keeps one of the two: a state's fingerprint is the least of its fingerprints under
-each renaming (``Harness.canonical``), and the steps the search notes at it are renamed the
-same way (``simulation.search``). Emerson and Sistla 1996, "Symmetry and model checking".
+"""Symmetry between two actors that run the same request: two scheduled runs, or the two
+deliveries of one forced request, are the same program given the same input, told apart only by
+their names. A state and the state with their names swapped (everywhere: the actors' histories,
+a lease's owner, the checker's notes, Lambda's invocations) have the same futures, names
+swapped, and the invariants hold in one exactly when they hold in the other (they never test a
+name). So the search keeps one of the two: both have one fingerprint
+(``simulation.fingerprints``), and the steps the search notes at a state are renamed as its
+fingerprint was (``simulation.search``). Emerson and Sistla 1996, "Symmetry and model
+checking".
 
 What the harness itself decides must not tell the names apart either: each actor's retry jitter
-is seeded by its group's first name (both draw the same stream), and of two failed invocations
-of one group that Lambda would retry at the same moment, the one retried first is chosen by the
-state, not by the name (``Symmetry.first_retried``)."""
+is drawn from the first actor's stream (both draw alike), and of two failed invocations of the
+pair that Lambda would retry at the same moment, the state, not the name, chooses which goes
+first (``Harness._first_retried``).
+"""
 
 from __future__ import annotations
 
 import functools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
+
+# An actor's own name and the other's, in its history as it saw it (``Symmetry.seen_from``).
+SELF, OTHER = "<self>", "<other>"
 
 
 class Symmetry:
-    """The renamings of a scenario's actors that leave it unchanged: its groups of actors with
-    equal requests, each group of two (the scenarios have no larger ones), swapped or not."""
+    """The two renamings of a scenario's two interchangeable actors: none, and the swap."""
 
-    def __init__(self, groups: Iterable[Sequence[str]]) -> None:
-        self.groups = [tuple(group) for group in groups]
-        if any(len(group) != 2 for group in self.groups):
-            raise ValueError("a group of interchangeable actors is two actors")
-        self.renamings: list[dict[str, str]] = [{}]
-        for first, second in self.groups:
-            self.renamings += [{**r, first: second, second: first} for r in self.renamings]
-        names = sorted({name for group in self.groups for name in group}, key=len, reverse=True)
+    def __init__(self, first: str, second: str) -> None:
+        self.pair = (first, second)
+        names = "|".join(map(re.escape, sorted(self.pair, key=len, reverse=True)))
         # whole names, a retry's "#n" kept ("first#2" is "second#2" swapped)
-        self.pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-        self._renames: dict[tuple[tuple[str, str], ...], Callable[[str], str]] = {}
+        self.pattern = re.compile(rf"(?<![\w-])({names})(?![\w-])")
+        self.swap = self._renaming({first: second, second: first})
+        self.renames: tuple[Callable[[str], str], ...] = (unchanged, self.swap)
+        self._seen = {
+            first: self._renaming({first: SELF, second: OTHER}),
+            second: self._renaming({second: SELF, first: OTHER}),
+        }
 
     @staticmethod
     @functools.cache
@@ -46,49 +50,43 @@ class Symmetry:
         for name, request in actors:
             by_request.setdefault(request, []).append(name)
         groups = [names for names in by_request.values() if len(names) > 1]
-        return Symmetry(groups) if groups else None
+        if not groups:
+            return None
+        if len(groups) > 1 or len(groups[0]) > 2:
+            raise ValueError("more than two interchangeable actors: only a pair is renamed")
+        return Symmetry(*groups[0])
 
     def stream(self, name: str) -> str:
-        """The jitter stream of actor ``name``: its group's first name, its retry's suffix."""
+        """The jitter stream of actor ``name``: the first actor's, its retry's suffix kept."""
         base, sep, attempt = name.partition("#")
-        group = next((g for g in self.groups if base in g), None)
-        return name if group is None else group[0] + sep + attempt
+        return self.pair[0] + sep + attempt if base in self.pair else name
 
-    def rename(self, renaming: dict[str, str]) -> Callable[[str], str]:
-        """``renaming`` applied to every whole actor name in a text (each text renamed once:
-        the same texts recur in state after state)."""
-        key = tuple(sorted(renaming.items()))
-        rename = self._renames.get(key)
-        if rename is None:
-            rename = self._renames[key] = unchanged if not renaming else self._renaming(renaming)
-        return rename
+    def seen_from(self, base: str) -> Callable[[str], str]:
+        """The renaming of actor ``base``'s texts as it saw them: ``SELF`` and ``OTHER``."""
+        return self._seen[base]
+
+    def to_first(self, name: str) -> Callable[[str], str]:
+        """The renaming that gives actor ``name`` (or its retry) the first actor's name."""
+        return self.swap if name.partition("#")[0] == self.pair[1] else unchanged
+
+    def least(self, texts: Iterable[str]) -> str:
+        """The least of ``texts``' renamings, each sorted and joined."""
+        texts = tuple(texts)
+        return min("; ".join(sorted(map(rename, texts))) for rename in self.renames)
 
     def _renaming(self, renaming: dict[str, str]) -> Callable[[str], str]:
+        """``renaming`` applied to every whole actor name in a text (each text renamed once:
+        the same texts recur in state after state)."""
         pattern = self.pattern
 
         def swap(match: re.Match[str]) -> str:
-            return renaming.get(match.group(1), match.group(1))
+            return renaming[match.group(1)]
 
         @functools.lru_cache(maxsize=1 << 16)
         def rename(text: str) -> str:
             return pattern.sub(swap, text)
 
         return rename
-
-    def least(self, texts: Iterable[str]) -> str:
-        """The least of ``texts``' renamings, each sorted and joined."""
-        texts = tuple(texts)
-        return min(
-            "; ".join(sorted(map(self.rename(renaming), texts))) for renaming in self.renamings
-        )
-
-    def swapping_to_first(self, name: str) -> dict[str, str]:
-        """The renaming that makes actor ``name`` (or its retry) its group's first."""
-        base = name.partition("#")[0]
-        group = next((g for g in self.groups if base in g), None)
-        if group is None or base == group[0]:
-            return {}
-        return {group[0]: group[1], group[1]: group[0]}
 
 
 def unchanged(text: str) -> str:
