@@ -35,14 +35,17 @@ states (163 fingerprints against 167 fault-free, 397 against 500 with a lost ans
   token" and "first refreshes, the answer lost" (independent) did not commute: swapped, first's
   back-off came from another seed (0.27 s against 0.28 s) and the clock differed. The jitter is
   now seeded by the actor and its own step number (``simulation.scheduler.seed_jitter``): each
-  actor has its own stream, as each invocation has its own process. The product still draws from
+  actor has its own stream, as each invocation has its own process (two interchangeable actors,
+  one stream: ``simulation.symmetry``). The product still draws from
   the global ``random``; the harness only reseeds it.
 
-The fingerprint (``Harness.fingerprint``) holds the models' state, the clock, the faults used,
-Lambda's invocations, each actor's own history (its steps and what they saw) and the invariant
-checker's, nothing that orders the steps of different actors. The search (``simulation.search``)
-also prunes a schedule at a state explored before, when every step it would take from there was
-taken from the earlier visit (state caching with sleep sets).
+The fingerprint (``simulation.fingerprints``) holds the models' state, the clock, the faults
+used, Lambda's invocations, each actor's own history (its steps and what they saw) and the
+invariant checker's, nothing that orders the steps of different actors; two actors that run the
+same request are interchangeable, and a state and its renaming have one fingerprint
+(``simulation.symmetry``). The search (``simulation.search``) also prunes a schedule at a state
+explored before, when every step it would take from there was taken from the earlier visit
+(state caching with sleep sets).
 """
 
 from __future__ import annotations

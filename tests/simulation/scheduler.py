@@ -11,9 +11,10 @@ greenlets, not threads: a switch is a function call, not two thread hand-offs, a
 on a timer, so a busy machine cannot make a schedule fail.
 
 The retry jitter (``random``, drawn by the product between two scheduling points) is reseeded at
-every step from the actor's name and its own step number (``seed_jitter``): each actor has its
-own stream, as each invocation has its own process, and what an actor draws never depends on
-how many draws the others made before it.
+every step from the actor's name (or its ``stream``: two interchangeable actors draw from one,
+``simulation.symmetry``) and its own step number (``seed_jitter``): each actor has its own
+stream, as each invocation has its own process, and what an actor draws never depends on how
+many draws the others made before it.
 
 ``explore`` enumerates every sequence of choices depth first (each run replays a prefix and
 takes the first alternative after it), so it visits every interleaving of the actors'

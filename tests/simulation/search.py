@@ -13,6 +13,9 @@ join the siblings' sleep sets, as if explored here). The remembered set becomes 
 intersection. Sound because the states only grow (each step lengthens an actor's history), so
 an earlier visit of a state is never an unfinished ancestor: its subtree was explored in full
 (``docs/how-we-know-it-holds.md``, "A state explored before is not explored again").
+
+A state met renamed (two interchangeable actors swapped: ``simulation.symmetry``) is the same
+state: its steps are compared and remembered renamed as its fingerprint was.
 """
 
 from __future__ import annotations
