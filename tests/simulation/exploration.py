@@ -309,8 +309,8 @@ class Harness(Scheduler, Fingerprints):
         self.start_at = 0.0
         self.recalled: Recovery | None = None  # the recovery taken from a record, not run
         self._recording: list[tuple[int, ...]] | None = None  # a recovery's states, recorded
-        # interchangeable actors (``simulation.symmetry``): the fingerprint is the least of
-        # the state's under each renaming of them
+        # two interchangeable actors (``simulation.symmetry``): a state and its renaming have
+        # one fingerprint (``simulation.fingerprints``)
         self.symmetry: Symmetry | None = None
         self.tied = False  # a retry chosen between two invocations nothing tells apart
 
