@@ -195,6 +195,7 @@ bite: $(STAMP) ## Apply each threat-model row's break in a copy; a named test mu
 # (test_simulation_*schedules.py) here only.
 verify: $(STAMP) bite ## make bite (about 3.5 min on 2 CPUs), then the exploration at deeper bounds, the 60-day run and the property tests at their full counts, printing the counts
 	SIMULATION_BOUNDS=verify $(BIN)/pytest -q $(PARALLEL) --timeout=900 $(EXPLORATION) tests/unit/simulation/test_simulation_reduction.py \
+	  tests/unit/simulation/test_simulation_symmetry.py \
 	  tests/unit/simulation/test_simulation_schedules.py tests/unit/simulation/test_simulation_bootstrap_schedules.py \
 	  tests/integration/test_longrun.py $(PROPERTIES)
 
