@@ -50,8 +50,6 @@ explored before, when every step it would take from there was taken from the ear
 
 from __future__ import annotations
 
-import functools
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -61,15 +59,15 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from cmstoken.aws.documents import RefreshSecret, ServiceTokenDocument
-from cmstoken.aws.secrets import SecretStore, next_version_id
+from cmstoken.aws.secrets import SecretStore
 from cmstoken.core import version_budget
 from cmstoken.core.triggers import RotationRequest
 from cmstoken.rotation.decisions import LEASE_GRACE_SECONDS
-from simulation.fingerprints import Fingerprints, Invocation, Recovery
-from simulation.invariants import InvariantChecker, Step, Violation, label, unnumbered
+from simulation.fingerprints import Fingerprints, Invocation, Recovery, Shared
+from simulation.invariants import InvariantChecker, Step, Violation, unnumbered
 from simulation.scheduler import Actor, Scheduler, SchedulingError, current_actor, seed_jitter
 from simulation.search import SleepSetExplorer, State
+from simulation.step_texts import describe
 from simulation.symmetry import Symmetry
 from simulation.world import HOUR, REFRESH_SECRET, SERVICE_SECRET, SimClock, World
 
@@ -308,7 +306,7 @@ class Harness(Scheduler, Fingerprints):
         self.checker: InvariantChecker
         self.start_at = 0.0
         self.recalled: Recovery | None = None  # the recovery taken from a record, not run
-        self._recording: list[tuple[int, ...]] | None = None  # a recovery's states, recorded
+        self._recording: list[Shared] | None = None  # a recovery's states, recorded
         # two interchangeable actors (``simulation.symmetry``): a state and its renaming have
         # one fingerprint (``simulation.fingerprints``)
         self.symmetry: Symmetry | None = None
@@ -390,10 +388,10 @@ class Harness(Scheduler, Fingerprints):
     def _first_retried(self, due: list[Invocation]) -> Invocation:
         """Of failed invocations Lambda retries at the same moment, the one retried first: in
         the scenario's order of actors, and of the two interchangeable ones, the one that,
-        given the first actor's name, gives the lesser fingerprint (the state decides, not a
-        name). When both give the same, the state is its own renaming and nothing tells the
-        two apart: the first actor's goes first, and the other order reaches the same states
-        renamed (``tied``)."""
+        given the first actor's name, gives the state that orders first (``order_as``: the
+        state decides, not a name). When both give the same, the state is its own renaming
+        and nothing tells the two apart: the first actor's goes first, and the other order
+        reaches the same states renamed (``tied``)."""
         symmetry = self.symmetry
         if symmetry is None or len(due) == 1:
             return due[0]
@@ -401,7 +399,7 @@ class Harness(Scheduler, Fingerprints):
         keys = {
             i.name: (
                 names.index(symmetry.stream(i.name).partition("#")[0]),
-                self._state_as(symmetry.to_first(i.name)),
+                self.order_as(symmetry.to_first(i.name)),
             )
             for i in due
         }
@@ -577,9 +575,9 @@ class Harness(Scheduler, Fingerprints):
         in the orders where that transition comes last. Returns the state's fingerprint and
         the renaming of steps that gives it (``canonical``)."""
         if self._recording is not None:
-            shareds = self.shareds()
-            self._recording.append(shareds)
-            state, index = self.canonical(shareds.__getitem__)
+            shared = self.shared()
+            self._recording.append(shared)
+            state, index = self.canonical(shared)
         else:
             state, index = self.canonical()
         if self.states is not None:
@@ -601,7 +599,6 @@ class Harness(Scheduler, Fingerprints):
         before: str | None,
         log_size: int,
     ) -> None:
-        world = self.world
         tag = {
             "stale": " [STALE READ]",
             "lost": " [ANSWER LOST: connection closed]",
@@ -610,89 +607,18 @@ class Harness(Scheduler, Fingerprints):
             "slow": f" [SLOW: {SLOW_SECONDS['slow']:.0f} s]",
             "stalled": f" [STALLED: answer after {SLOW_SECONDS['stalled']:.0f} s]",
         }.get(fault, "")
-        when = f"t+{world.clock.now() - self.start_at:.1f}s"
-        facts: dict[str, Any] = {}
-        kind, _, target = action.partition(":")
-        if kind == "clock.sleep":
-            text = f"{name} sleeps {seconds:.2f} s"
-        elif kind.startswith("secretsmanager."):
-            secret = world.secretsmanager.secrets[
-                REFRESH_SECRET if target == "credential" else SERVICE_SECRET
-            ]
-            versions = list(secret.versions)
-
-            def vname(version: str | None) -> str:
-                return f"v{versions.index(version) + 1}" if version in versions else "(empty)"
-
-            if kind.endswith("GetSecretValue"):
-                if error is not None:
-                    text = f"{name} reads {target}{tag}: nothing ({_code(error)})"
-                else:
-                    version = answer["VersionId"]
-                    stale = f", current is {vname(before)}" if version != before else ""
-                    text = (
-                        f"{name} reads {target}{tag}: {vname(version)}{stale} = "
-                        f"{_summary(target, answer['SecretString'], self.start_at)}"
-                    )
-            else:
-                token = answer["VersionId"] if error is None else _token_of(error)
-                basis = next(
-                    (vname(v) for v in versions if next_version_id(v) == token),
-                    "the empty secret" if token == next_version_id(None) else None,
-                )
-                how = (
-                    f"as the successor of {basis}"
-                    if basis
-                    else "under an id derived from no version"
-                )
-                if error is not None:
-                    text = f"{name} writes {target}{tag} {how}: REFUSED ({_code(error)})"
-                    facts["refused"] = _code(error)
-                else:
-                    value = secret.versions[token].text
-                    summary = _summary(target, value, self.start_at)
-                    text = f"{name} writes {target} {how}: {vname(token)} = {summary}"
-                    if target == "credential":
-                        written = RefreshSecret.from_json(value).credential
-                        facts["stored"] = written.refresh_token if written else None
-        else:
-            endpoint = kind.removeprefix("upstream.")
-            exchange = world.upstream.log[log_size] if len(world.upstream.log) > log_size else None
-            credential = exchange.credential if exchange else None
-            status = exchange.status if exchange else None
-            body = json.loads(answer.body) if answer is not None and error is None else None
-            if endpoint == "refresh":
-                children = [v for v, t in world.identity.tokens.items() if t.parent == credential]
-                issued = children[-1] if children and (status in (200, None)) else None
-                facts.update(presented=credential, status=status, issued=issued)
-                if status is None and exchange is not None:
-                    facts["loss"] = _loss(fault, exchange.cut_short)
-                if status == 200:
-                    answer_text = f"200, issued {label(issued)}"
-                elif status is None:
-                    answer_text = f"acted (issued {label(issued)}), answer lost"
-                else:
-                    revoked = (
-                        world.identity.family_revoked(credential)
-                        if credential in world.identity.tokens
-                        else False
-                    )
-                    answer_text = f"{status} {body.get('error') if body else ''}" + (
-                        "; family revoked" if revoked else ""
-                    )
-                text = f"{name} refreshes with {label(credential)}{tag}: {answer_text}"
-            elif endpoint == "exchange":
-                got = body.get("token") if isinstance(body, dict) else None
-                issued_token = label(got) if got else ""
-                text = f"{name} exchanges {label(credential)}{tag}: {status} {issued_token}"
-            elif endpoint == "projects":
-                if status == 200:
-                    facts["verified"] = credential
-                text = f"{name} lists projects with {label(credential)}{tag}: {status}"
-            else:
-                text = f"{name} calls {endpoint}{tag}: {status}"
-            facts["status"] = status
-        self._step(name, action, f"{when} {text}", **facts)
+        text, facts = describe(
+            self.world,
+            self.start_at,
+            name,
+            action,
+            (fault, tag, seconds),
+            answer,
+            error,
+            before,
+            log_size,
+        )
+        self._step(name, action, text, **facts)
 
     def end_texts(self) -> list[str]:
         """The texts of the actors' ends and the recovery's, in order."""
@@ -738,7 +664,7 @@ class Harness(Scheduler, Fingerprints):
         if known is not None:
             self.recalled = known
             if self.states is not None:
-                self.states.update(self.canonical(shared.__getitem__)[0] for shared in known.states)
+                self.states.update(self.canonical(shared)[0] for shared in known.states)
             return
         self._recording = []
         first = len(self.steps)
@@ -746,7 +672,7 @@ class Harness(Scheduler, Fingerprints):
         recorded, self._recording = self._recording, None
         if self.violation is None:
             ends = tuple(step.text for step in self.steps[first:] if step.action == "end")
-            recoveries[start] = Recovery(tuple(recorded), self.shareds(), ends)
+            recoveries[start] = Recovery(tuple(recorded), self.shared(), ends)
 
 
 def _answered(answer: Any, error: Exception | None) -> str:
@@ -757,13 +683,6 @@ def _answered(answer: Any, error: Exception | None) -> str:
         return repr(error)
     body = getattr(answer, "body", None)
     return repr(answer) if body is None else f"{answer!r} {body!r}"
-
-
-def _loss(fault: str, cut_short: bool) -> str:
-    """How a refresh's answer was lost, for the invariants."""
-    if cut_short:
-        return "cut short"
-    return {"gateway": "gateway", "stalled": "limit"}.get(fault, "closed")
 
 
 def _rotation_outcome(result: Any) -> str:
@@ -777,38 +696,6 @@ def _throttled(action: str) -> ClientError:
         "ResponseMetadata": {"HTTPStatusCode": 400},
     }
     return ClientError(response, operation)
-
-
-def _code(error: Exception) -> str:
-    response = getattr(error, "response", None)
-    return str(response["Error"]["Code"]) if isinstance(response, dict) else type(error).__name__
-
-
-def _token_of(error: Exception) -> str:
-    message = str(getattr(error, "response", {}).get("Error", {}).get("Message", ""))
-    return message.partition("ClientRequestToken ")[2].partition(" ")[0]
-
-
-@functools.lru_cache(maxsize=4096)
-def _summary(target: str, text: str, start: float) -> str:
-    if target == "credential":
-        secret = RefreshSecret.from_json(text)
-        credential = secret.credential
-        parts = [label(credential.refresh_token) if credential else "no credential"]
-        if credential is not None and credential.status != "active":
-            parts.append(credential.status)
-        if secret.lease is not None:
-            parts.append(
-                f"lease {secret.lease.owner} until t+{secret.lease.expires_at - start:.0f}s"
-            )
-        if secret.raw_access_token is not None:
-            parts.append(f"raw {label(secret.raw_access_token.token)}")
-        return "[" + ", ".join(parts) + "]"
-    document = ServiceTokenDocument.from_json(text)
-    status = "" if document.credential_status == "active" else f", {document.credential_status}"
-    return (
-        f"[{label(document.token)} expiring t+{(document.expires_at - start) / HOUR:.1f}h{status}]"
-    )
 
 
 # --- exploring a scenario -------------------------------------------------------------------

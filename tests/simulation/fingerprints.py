@@ -10,10 +10,11 @@ local state; crashed or not) and the invariant checker's history
 actors: two orders of commuting steps must give one fingerprint.
 
 With two interchangeable actors (``simulation.symmetry``), a state and its renaming are one:
-the fingerprint is the state's under the renaming that puts the lesser of the two actors'
-histories, each seen from itself, under the first actor's name, and the lesser of both
-fingerprints when the histories tie. Either renaming of the same state gives the same
-fingerprint, so two states share one exactly when one is the other renamed.
+the fingerprint is the state's under the renaming whose actors' histories come first (compared
+as texts), or, when both renamings give the same histories, whose shared part does. Either
+renaming of the same state gives the same fingerprint, so two states share one exactly when one
+is the other renamed. The comparison is of texts, never of fingerprints: Python's hashes of
+strings differ from process to process, and the counts must not.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from simulation.invariants import InvariantChecker, history
+from simulation.invariants import InvariantChecker, history, history_fields, stable
 from simulation.scheduler import Actor
 from simulation.symmetry import Symmetry, unchanged
 
@@ -44,13 +45,18 @@ class Invocation:
     retried: bool = False
 
 
+# The shared part of a state, as a recovery's record keeps it (``Fingerprints.shared``): its
+# fingerprint part under each renaming, and the renaming whose part reads first.
+type Shared = tuple[tuple[int, ...], int]
+
+
 @dataclass(frozen=True)
 class Recovery:
     """A recovery's record (``Harness.recover_once``): the states it passed, the state it left
-    (each as ``Fingerprints.shareds``) and the texts of its ends."""
+    (each as ``Fingerprints.shared``) and the texts of its ends."""
 
-    states: tuple[tuple[int, ...], ...]
-    after: tuple[int, ...]
+    states: tuple[Shared, ...]
+    after: Shared
     ends: tuple[str, ...]
 
 
@@ -82,22 +88,31 @@ class Fingerprints:
             for i, rename in enumerate(self.symmetry.renames)
         )
 
-    def canonical(self, shared: Callable[[int], int] | None = None) -> tuple[int, int]:
+    def canonical(self, recorded: Shared | None = None) -> tuple[int, int]:
         """The state's fingerprint and the index of the renaming that gives it (0: the names
-        as they are); ``shared(i)``: the shared part under renaming ``i`` when it is known
-        (``shareds``)."""
-        part = shared or self._shared_under
+        as they are): the renaming whose actors' histories read first, or, when both read
+        alike, whose shared part does (each compared as texts, the same in every process:
+        fingerprints, Python's hashes of strings, are not). ``recorded``: the shared part
+        when it is known (``shared``)."""
         symmetry = self.symmetry
         if symmetry is None:
-            return _state(part(0), self._own()), 0
-        lesser = self._lesser()
-        indices = (0, 1) if lesser is None else (lesser,)
-        return min((_state(part(i), self._own_as(symmetry.renames[i])), i) for i in indices)
+            shared = self._shared() if recorded is None else recorded[0][0]
+            return _state(shared, self._own()), 0
+        owns = [self._own_as(rename) for rename in symmetry.renames]
+        if owns[0] != owns[1]:
+            index = int(owns[1] < owns[0])
+        else:
+            index = self._reads_first() if recorded is None else recorded[1]
+        shared = self._shared_under(index) if recorded is None else recorded[0][index]
+        return _state(shared, owns[index]), index
 
-    def shareds(self) -> tuple[int, ...]:
-        """The shared part (``_shared``) under each renaming, the names as they are first."""
-        count = 1 if self.symmetry is None else len(self.symmetry.renames)
-        return tuple(self._shared_under(i) for i in range(count))
+    def shared(self) -> Shared:
+        """The shared part (``_shared``) under each renaming, the names as they are first, and
+        the renaming whose shared part reads first (for a recovery's record)."""
+        if self.symmetry is None:
+            return (self._shared(),), 0
+        renames = range(len(self.symmetry.renames))
+        return tuple(self._shared_under(i) for i in renames), self._reads_first()
 
     def least_renamed(self, texts: list[str]) -> str:
         """``texts`` sorted and joined, the least of their renamings: a violation's message or
@@ -106,37 +121,36 @@ class Fingerprints:
             return "; ".join(sorted(texts))
         return self.symmetry.least(texts)
 
-    def _lesser(self) -> int | None:
-        """The renaming that puts the lesser history under the first actor's name: 0 when it is
-        there already, 1 when it is the second's, ``None`` when the two are alike."""
-        assert self.symmetry is not None
-        first, second = (self._seen_by(name) for name in self.symmetry.pair)
-        return None if first == second else int(first > second)
+    def order_as(self, rename: Callable[[str], str]) -> tuple[Any, ...]:
+        """The state under ``rename`` as a value that orders alike in every process: its
+        actors' histories, then its shared part as a text."""
+        return self._own_as(rename), self._shared_text(rename)
 
-    def _seen_by(self, base: str) -> tuple[Any, ...]:
-        """The histories of actor ``base`` and its retries, as it saw them (its own name and
-        the other's replaced by placeholders)."""
+    def _reads_first(self) -> int:
+        """The renaming whose shared part reads first (0 when both read alike)."""
         assert self.symmetry is not None
-        rename = self.symmetry.seen_from(base)
-        return tuple(
+        first, second = (self._shared_text(rename) for rename in self.symmetry.renames)
+        return int(second < first)
+
+    def _shared_text(self, rename: Callable[[str], str]) -> str:
+        """``_shared_as`` as a text (``stable``)."""
+        world = self.world
+        return stable(
             (
-                tuple(map(rename, self.texts.get(actor.name, ()))),
-                tuple(map(rename, self.answers.get(actor.name, ()))),
-                _crashed(actor),
+                _models(world, rename),
+                world.clock.now(),
+                sorted(self.used.items()),
+                self._invocations(rename),
+                self.last_deadline,
+                history_fields(self.checker, None if rename is unchanged else rename),
             )
-            for actor in self.actors
-            if actor.name.partition("#")[0] == base
         )
-
-    def _state_as(self, rename: Callable[[str], str]) -> int:
-        """The state's fingerprint under ``rename``."""
-        return _state(self._shared_as(rename), self._own_as(rename))
 
     def _shared_under(self, index: int) -> int:
         if index == 0:
             return self._shared()
         if self.recalled is not None:
-            return self.recalled.after[index]
+            return self.recalled.after[0][index]
         assert self.symmetry is not None
         return self._shared_as(self.symmetry.renames[index])
 
@@ -171,26 +185,29 @@ class Fingerprints:
         """The fingerprint's part but the actors' own histories (after a recovery taken from
         its record: the state it left)."""
         if self.recalled is not None:
-            return self.recalled.after[0]
+            return self.recalled.after[0][0]
         return self._shared_as(unchanged)
 
     def _shared_as(self, rename: Callable[[str], str]) -> int:
         """``_shared``, the actors renamed by ``rename`` in every text of it."""
         world = self.world
-        invocations = tuple(
-            sorted(
-                (rename(i.name), i.attempt, i.failed, i.ended_at, i.retried)
-                for i in self.invocations.values()
-            )
-        )
         return hash(
             (
                 _models(world, rename),
                 world.clock.now(),
                 tuple(sorted(self.used.items())),
-                invocations,
+                self._invocations(rename),
                 self.last_deadline,
                 history(self.checker, None if rename is unchanged else rename),
+            )
+        )
+
+    def _invocations(self, rename: Callable[[str], str]) -> tuple[Any, ...]:
+        """Lambda's invocations: which failed, when, which were retried."""
+        return tuple(
+            sorted(
+                (rename(i.name), i.attempt, i.failed, i.ended_at, i.retried)
+                for i in self.invocations.values()
             )
         )
 

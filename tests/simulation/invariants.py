@@ -422,6 +422,11 @@ def history(checker: object, rename: Callable[[str], str] | None = None) -> int:
     which only name steps in messages (commuting steps number differently in either order): a
     rotation as who was answered, the token issued and when; the runs' reports as a multiset.
     ``rename``: applied to every text first (``simulation.symmetry``)."""
+    return digest(history_fields(checker, rename))
+
+
+def history_fields(checker: object, rename: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The fields ``history`` digests (their texts' step numbers still in)."""
     fields = {k: v for k, v in vars(checker).items() if k not in ("world", "lw", "_times")}
     if isinstance(checker, InvariantChecker):
         fields["rotated"] = {
@@ -431,7 +436,22 @@ def history(checker: object, rename: Callable[[str], str] | None = None) -> int:
         fields["reported"] = Counter(checker.reported)
     if rename is not None:
         fields = renamed(fields, rename)
-    return digest(fields)
+    return fields
+
+
+def stable(value: Any) -> str:
+    """``value`` as a text that is the same in every process, for ``digest``'s equality: dicts
+    and sets in sorted order, strings ``unnumbered`` (the order of states that the search and
+    the harness decide by; Python's hashes of strings differ from process to process)."""
+    if isinstance(value, str):
+        return repr(unnumbered(value))
+    if isinstance(value, dict):
+        return "{" + ",".join(sorted(f"{stable(k)}:{stable(v)}" for k, v in value.items())) + "}"
+    if isinstance(value, set | frozenset):
+        return "{" + ",".join(sorted(map(stable, value))) + "}"
+    if isinstance(value, list | tuple):
+        return "(" + ",".join(map(stable, value)) + ")"
+    return repr(value)
 
 
 def label(token: str | None) -> str:

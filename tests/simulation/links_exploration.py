@@ -76,6 +76,7 @@ from simulation.links_world import (
     user_code_of,
 )
 from simulation.scheduler import seed_jitter
+from simulation.step_texts import error_code
 from simulation.world import HOUR
 
 RETRY_AFTER = 60.0  # Lambda retries a failed asynchronous invocation after about a minute
@@ -128,7 +129,7 @@ class LinksHarness(Harness):
             return
         when = f"t+{self.world.clock.now() - self.start_at:.1f}s"
         tag = " [BUSY]" if fault == "busy" else ""
-        outcome = "ok" if error is None else f"REFUSED ({_code(error)})"
+        outcome = "ok" if error is None else f"REFUSED ({error_code(error)})"
         if service == "dynamodb":
             what = f"{kind.partition('.')[2]} {target[:14]}"
         elif service == "sns":
@@ -235,11 +236,6 @@ def _summary(answer: Any) -> str:
         code = user_code_of(answer)
         return f"page {answer['statusCode']}" + (f" showing {code}" if code else "")
     return str(answer.get("done") if isinstance(answer, dict) else answer)
-
-
-def _code(error: Exception) -> str:
-    response = getattr(error, "response", None)
-    return str(response["Error"]["Code"]) if isinstance(response, dict) else type(error).__name__
 
 
 @dataclass

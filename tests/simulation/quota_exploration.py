@@ -44,6 +44,7 @@ from simulation.exploration import (
 from simulation.fingerprints import Recovery
 from simulation.invariants import QUOTA_REFUSED
 from simulation.secretsmanager import DAY, QUOTA
+from simulation.step_texts import error_code
 from simulation.world import HOUR, REFRESH_SECRET, World
 
 LINK = "0123456789abcdef0123456789abcdef"  # the tag of the link that started the authorization
@@ -123,7 +124,7 @@ class QuotaHarness(BootstrapHarness):
         before: str | None,
         log_size: int,
     ) -> None:
-        quota = error is not None and _code(error) == QUOTA_REFUSED
+        quota = error is not None and error_code(error) == QUOTA_REFUSED
         if action != COUNT and not (action == WRITE and quota):
             super()._record(name, action, fault, seconds, answer, error, before, log_size)
             return
@@ -136,7 +137,7 @@ class QuotaHarness(BootstrapHarness):
             self._step(name, action, f"{when} {text}", refused=QUOTA_REFUSED)
             return
         if error is not None:
-            text = f"{name} counts the credential's versions{tag}: REFUSED ({_code(error)})"
+            text = f"{name} counts the credential's versions{tag}: REFUSED ({error_code(error)})"
         else:
             young = sum(
                 1 for v in answer["Versions"] if v["VersionStages"] or now - _epoch(v) < DAY
@@ -276,8 +277,3 @@ def _poll_outcome(result: dict[str, Any]) -> str:
 
 def _epoch(version: dict[str, Any]) -> float:
     return float(version["CreatedDate"].timestamp())
-
-
-def _code(error: Exception) -> str:
-    response = getattr(error, "response", None)
-    return str(response["Error"]["Code"]) if isinstance(response, dict) else type(error).__name__

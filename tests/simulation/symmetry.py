@@ -22,9 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# An actor's own name and the other's, in its history as it saw it (``Symmetry.seen_from``).
-SELF, OTHER = "<self>", "<other>"
-
 
 class Symmetry:
     """The two renamings of a scenario's two interchangeable actors: none, and the swap."""
@@ -36,10 +33,6 @@ class Symmetry:
         self.pattern = re.compile(rf"(?<![\w-])({names})(?![\w-])")
         self.swap = self._renaming({first: second, second: first})
         self.renames: tuple[Callable[[str], str], ...] = (unchanged, self.swap)
-        self._seen = {
-            first: self._renaming({first: SELF, second: OTHER}),
-            second: self._renaming({second: SELF, first: OTHER}),
-        }
 
     @staticmethod
     @functools.cache
@@ -60,10 +53,6 @@ class Symmetry:
         """The jitter stream of actor ``name``: the first actor's, its retry's suffix kept."""
         base, sep, attempt = name.partition("#")
         return self.pair[0] + sep + attempt if base in self.pair else name
-
-    def seen_from(self, base: str) -> Callable[[str], str]:
-        """The renaming of actor ``base``'s texts as it saw them: ``SELF`` and ``OTHER``."""
-        return self._seen[base]
 
     def to_first(self, name: str) -> Callable[[str], str]:
         """The renaming that gives actor ``name`` (or its retry) the first actor's name."""

@@ -10,7 +10,11 @@ states, meets the same states, final states and violations as the search that me
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -123,11 +127,34 @@ def test_a_renaming_swaps_whole_names_and_keeps_a_retry_s_number() -> None:
     assert (
         swap("firstly cmstoken:first-version seconds") == "firstly cmstoken:first-version seconds"
     )
-    assert (
-        symmetry.seen_from("second")("second reads: lease first") == "<self> reads: lease <other>"
-    )
     assert symmetry.stream("second#3") == "first#3"
     assert symmetry.stream("recovery") == "recovery"
     assert symmetry.least(["second ends: skipped", "first ends: rotated"]) == (
         "first ends: rotated; second ends: skipped"
     )
+
+
+COUNT = """
+import sys
+from simulation.exploration import TWO_ROTATORS, Bounds, explore
+report = explore(TWO_ROTATORS, Bounds(crashes=1, lost=0, stale=0))
+print(report.schedules, report.pruned, report.revisits, report.steps, len(report.states))
+"""
+
+
+def test_the_counts_are_the_same_in_every_process() -> None:
+    """Which renaming stands for a state is decided by texts, never by a fingerprint: Python's
+    hashes of strings differ from process to process (``PYTHONHASHSEED``), and an order taken
+    from them made the steps differ from run to run (1014, 1020, 1023 for this search)."""
+    tests = Path(__file__).resolve().parents[2]
+    counts = {
+        subprocess.run(
+            [sys.executable, "-c", COUNT],
+            env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(tests)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert len(counts) == 1, counts
