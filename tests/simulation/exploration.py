@@ -396,15 +396,19 @@ class Harness(Scheduler, Fingerprints):
         if symmetry is None or len(due) == 1:
             return due[0]
         names = [actor.name for actor in self.actors]
-        keys = {
-            i.name: (
-                names.index(symmetry.stream(i.name).partition("#")[0]),
-                self.order_as(symmetry.to_first(i.name)),
-            )
-            for i in due
-        }
+
+        def key(invocation: Invocation, *, whole: bool = False) -> tuple[Any, ...]:
+            rename = symmetry.to_first(invocation.name)
+            order = names.index(symmetry.stream(invocation.name).partition("#")[0])
+            return (order, *self.order_as(rename, whole=whole))
+
+        keys = {i.name: key(i) for i in due}
         first = min(due, key=lambda i: keys[i.name])
-        self.tied = self.tied or sum(keys[i.name] == keys[first.name] for i in due) > 1
+        alike = [i for i in due if keys[i.name] == keys[first.name]]
+        if len(alike) > 1:  # the histories alike: the shared parts decide
+            wholes = {i.name: key(i, whole=True) for i in alike}
+            first = min(alike, key=lambda i: wholes[i.name])
+            self.tied = self.tied or list(wholes.values()).count(wholes[first.name]) > 1
         return first
 
     def _end(self, name: str, outcome: str, message: str, *, failed: bool = False) -> None:

@@ -121,30 +121,41 @@ class Fingerprints:
             return "; ".join(sorted(texts))
         return self.symmetry.least(texts)
 
-    def order_as(self, rename: Callable[[str], str]) -> tuple[Any, ...]:
+    def order_as(self, rename: Callable[[str], str], *, whole: bool = False) -> tuple[Any, ...]:
         """The state under ``rename`` as a value that orders alike in every process: its
-        actors' histories, then its shared part as a text."""
-        return self._own_as(rename), self._shared_text(rename)
+        actors' histories, and (``whole``) its shared part as a text."""
+        own = self._own_as(rename)
+        if not whole:
+            return (own,)
+        return own, self._shared_text(rename), self._checker_text(rename)
 
     def _reads_first(self) -> int:
-        """The renaming whose shared part reads first (0 when both read alike)."""
+        """The renaming whose shared part reads first (0 when both read alike): the models,
+        the clock, the faults used and Lambda's invocations (tuples in a fixed order: their
+        ``repr``), then, when those read alike, the checker's notes (``stable``)."""
         assert self.symmetry is not None
-        first, second = (self._shared_text(rename) for rename in self.symmetry.renames)
+        renames = self.symmetry.renames
+        first, second = (self._shared_text(rename) for rename in renames)
+        if first == second:
+            first, second = (self._checker_text(rename) for rename in renames)
         return int(second < first)
 
     def _shared_text(self, rename: Callable[[str], str]) -> str:
-        """``_shared_as`` as a text (``stable``)."""
+        """``_shared_as`` but the checker's notes, as a text."""
         world = self.world
-        return stable(
+        return repr(
             (
                 _models(world, rename),
                 world.clock.now(),
                 sorted(self.used.items()),
                 self._invocations(rename),
                 self.last_deadline,
-                history_fields(self.checker, None if rename is unchanged else rename),
             )
         )
+
+    def _checker_text(self, rename: Callable[[str], str]) -> str:
+        """The checker's notes as ``_shared_as`` has them, as a text."""
+        return stable(history_fields(self.checker, None if rename is unchanged else rename))
 
     def _shared_under(self, index: int) -> int:
         if index == 0:
