@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -167,3 +168,9 @@ class _Said:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Said(), "said")
+    # Ctrl-C reaches every process the tests start as it reaches a command typed at a terminal:
+    # a shell's background job (`make test &`, a CI runner's) starts with SIGINT ignored, every
+    # child inherits that, and Python keeps it ignored, so a test of Ctrl-C would wait forever.
+    # A handler (unlike "ignored") is reset to the default in a child.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -384,10 +384,7 @@ def test_a_killed_or_interrupted_bite_leaves_no_server_and_no_run_behind(
         "        json.dump([os.getppid(), os.getpid()], said)\n"
         "    time.sleep(600)\n",
     )
-    # Ctrl-C's KeyboardInterrupt whatever the suite inherited: a shell's background job
-    # (`make test &`) starts with SIGINT ignored, and Python keeps it ignored
     caller = (
-        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import sys\nfrom pathlib import Path\nimport bite, zygote\n"
         "copy, work = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "env = bite.environment(copy, work / 'pyc')\n"
