@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -90,9 +89,7 @@ def renamed(value: Any, rename: Callable[[str], str]) -> Any:
         return value
     if isinstance(value, str):
         return rename(value)
-    if isinstance(value, Counter):
-        return Counter({renamed(k, rename): v for k, v in value.items()})
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # a Counter too: digested and read as any dict
         return {renamed(k, rename): renamed(v, rename) for k, v in value.items()}
     if isinstance(value, set | frozenset):
         return {renamed(v, rename) for v in value}
